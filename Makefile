@@ -1,0 +1,81 @@
+# gpuaas.platform — every entry point a newcomer needs.
+#   make demo   set up the local lab and run the demo (install operators, converge tenants, validate)
+#   make test   the whole suite: sanity, lint, unit, integration (against the lab), molecule
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+# ansible-core >= 2.20 needs Python >= 3.12: take the newest suitable interpreter on the machine.
+PYTHON_BOOT ?= $(shell for p in python3.13 python3.12 $$HOME/.pyenv/versions/3.13*/bin/python3 $$HOME/.pyenv/versions/3.12*/bin/python3; do command -v $$p >/dev/null 2>&1 && { $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; }; done)
+COLL_ROOT   := $(CURDIR)/.build
+COLL_DIR    := $(COLL_ROOT)/ansible_collections/gpuaas/platform
+LAB_ENV     := $(CURDIR)/.lab/env
+export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(CURDIR)/$(VENV)/lib/python3.12/site-packages:$(CURDIR)/$(VENV)/lib/python3.13/site-packages
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: help venv collection lab-build lab-up lab-down lab-status demo test sanity lint unit integration molecule bench clean
+
+help:
+	@sed -n 's/^#   //p' Makefile
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	@test -n "$(PYTHON_BOOT)" || { echo "Python >= 3.12 is needed (ansible-core >= 2.20); install one (e.g. pyenv install 3.12)"; exit 1; }
+	$(PYTHON_BOOT) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+# ansible-test and ansible-playbook need the collection at ansible_collections/gpuaas/platform.
+collection: venv
+	@mkdir -p $(COLL_DIR)
+	@rsync -a --delete --exclude .git --exclude .venv --exclude .lab --exclude .build --exclude tests/output ./ $(COLL_DIR)/
+
+lab-build: venv
+	@bash lab/lab.sh build
+
+lab-up: venv
+	@bash lab/lab.sh up
+
+lab-down:
+	@bash lab/lab.sh down
+
+lab-status:
+	@bash lab/lab.sh status
+
+sanity: collection
+	cd $(COLL_DIR) && $(CURDIR)/$(VENV)/bin/ansible-test sanity --local --python $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') $(SANITY_ARGS)
+
+lint: venv
+	$(VENV)/bin/ansible-lint --profile production
+
+unit: venv
+	$(PY) -m pytest -q tests/unit
+
+integration: collection
+	source $(LAB_ENV) && $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
+
+molecule: collection
+	source $(LAB_ENV) && for s in molecule/*/; do (cd $$(dirname $$s) && $(CURDIR)/$(VENV)/bin/molecule test -s $$(basename $$s)) || exit 1; done
+
+# The whole suite. The lab is brought up first (warm start when its binaries are cached) and torn down at the end.
+test: venv
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory sanity
+	@$(MAKE) --no-print-directory lint
+	@$(MAKE) --no-print-directory lab-up
+	@status=0; \
+	  $(MAKE) --no-print-directory integration || status=1; \
+	  [ $$status = 0 ] && { $(MAKE) --no-print-directory molecule || status=1; }; \
+	  $(MAKE) --no-print-directory lab-down; exit $$status
+
+demo: lab-up collection
+	source $(LAB_ENV) && $(VENV)/bin/ansible-playbook -i playbooks/inventory/lab playbooks/demo.yml
+
+bench: lab-up collection
+	source $(LAB_ENV) && $(PY) bench/tenants_bench.py $(BENCH_ARGS)
+
+clean: lab-down
+	rm -rf .build $(VENV)
