@@ -1,0 +1,814 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The tenancy inventory as a validated model.
+
+``TenantModel.from_inventory(vars, nodes=None)`` parses the whole inventory (``gpuaas_flavors``,
+``gpuaas_cohorts``, ``gpuaas_priorities``, ``gpuaas_tenants``, ``gpuaas_prometheus`` and the
+``gpuaas_*`` switches), collects *every* problem with a path such as
+``gpuaas_tenants[3].quotas[0].flavor`` and raises one ``InventoryError`` listing them all.
+
+No I/O: the node capacity used for the over-commit check is passed in (``nodes``), as a list of
+``{"name", "labels", "allocatable"}`` dicts read by the caller.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import typing as t
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Kubernetes qualified name (resource names, label keys): optional DNS prefix + "/" + name.
+QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+
+BINARY_SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
+DECIMAL_SUFFIX = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+                  "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+                  "P": Decimal("1e15"), "E": Decimal("1e18")}
+
+# Namespaces a tenant can never claim.
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "kueue-system", "keda",
+                     "gpu-operator", "nvidia-gpu-operator", "openshift", "monitoring")
+SYSTEM_NAMESPACE_PREFIXES = ("kube-", "openshift-")
+
+PREEMPTION_RECLAIM = ("Never", "LowerPriority", "Any")
+PREEMPTION_WITHIN_CQ = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+PREEMPTION_BORROW = ("Never", "LowerPriority")
+QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+SCALE_TARGET_KINDS = {
+    "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1",
+    "InferenceService": "serving.kserve.io/v1beta1",
+}
+
+FLAVOR_KEYS = ("name", "node_labels", "node_taints", "tolerations", "topology_name")
+COHORT_KEYS = ("name", "parent", "fair_sharing_weight")
+PRIORITY_KEYS = ("name", "value", "description")
+TENANT_KEYS = ("name", "namespaces", "cohort", "fair_sharing_weight", "quotas", "preemption", "access",
+               "autoscaling", "queues", "state", "queueing_strategy", "labels", "default_priority")
+QUOTA_KEYS = ("flavor", "resources", "borrowing_limit", "lending_limit")
+PREEMPTION_KEYS = ("reclaim_within_cohort", "within_cluster_queue", "borrow_within_cohort")
+BORROW_KEYS = ("policy", "max_priority_threshold")
+ACCESS_KEYS = ("admins", "users")
+QUEUE_KEYS = ("name", "namespaces")
+AUTOSCALING_KEYS = ("name", "namespace", "target", "min_replicas", "max_replicas", "idle_scale_to_zero",
+                    "polling_interval", "triggers")
+TARGET_KEYS = ("kind", "name", "api_version")
+IDLE_KEYS = ("after_minutes", "utilization_threshold", "wake_query", "wake_threshold")
+PROMETHEUS_KEYS = ("url", "token", "token_file", "ca_file", "validate_certs")
+
+TENANT_LABEL = "gpuaas.io/tenant"
+
+
+class InventoryError(ValidationError):
+    """The inventory has problems; ``problems`` lists every one with its path."""
+
+
+def parse_quantity(value: t.Any) -> Decimal:
+    """Parse a Kubernetes quantity (``8``, ``96``, ``500m``, ``1Ti``, ``1e3``) into a Decimal.
+
+    Raises ``ValueError`` with a readable reason when it is not a quantity.
+    """
+    if isinstance(value, bool) or value is None:
+        raise ValueError("%r is not a quantity" % (value,))
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    text = str(value).strip()
+    match = QUANTITY.match(text)
+    if not match:
+        raise ValueError("%r is not a Kubernetes quantity (examples: 8, 500m, 96, 1Ti, 512Gi)" % (value,))
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        base = Decimal(number)
+    except InvalidOperation:
+        raise ValueError("%r is not a Kubernetes quantity (examples: 8, 500m, 96, 1Ti, 512Gi)" % (value,))
+    if suffix in BINARY_SUFFIX:
+        return base * BINARY_SUFFIX[suffix]
+    if suffix in DECIMAL_SUFFIX:
+        return base * DECIMAL_SUFFIX[suffix]
+    return base * (Decimal(10) ** int(suffix[1:]))
+
+
+def quantity_text(value: t.Any) -> str:
+    """The canonical text we send for a quantity: ints as their decimal string, strings unchanged."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def is_accelerator(resource: str) -> bool:
+    """GPU-like resources whose quota is checked against node capacity (``nvidia.com/gpu``, MIG, ...)."""
+    return resource.startswith("nvidia.com/") or resource.startswith("amd.com/") or resource.startswith("gpu.intel.com/")
+
+
+@dataclass
+class Flavor:
+    name: str
+    node_labels: t.Dict[str, str] = field(default_factory=dict)
+    node_taints: t.List[t.Dict[str, t.Any]] = field(default_factory=list)
+    tolerations: t.List[t.Dict[str, t.Any]] = field(default_factory=list)
+    topology_name: t.Optional[str] = None
+
+
+@dataclass
+class Cohort:
+    name: str
+    parent: t.Optional[str] = None
+    fair_sharing_weight: t.Optional[str] = None
+
+
+@dataclass
+class Priority:
+    name: str
+    value: int
+    description: t.Optional[str] = None
+
+
+@dataclass
+class Quota:
+    flavor: str
+    resources: t.Dict[str, str]
+    borrowing_limit: t.Dict[str, str] = field(default_factory=dict)
+    lending_limit: t.Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Preemption:
+    reclaim_within_cohort: t.Optional[str] = None
+    within_cluster_queue: t.Optional[str] = None
+    borrow_policy: t.Optional[str] = None
+    borrow_max_priority_threshold: t.Optional[int] = None
+
+
+@dataclass
+class Access:
+    admin_groups: t.List[str] = field(default_factory=list)
+    admin_users: t.List[str] = field(default_factory=list)
+    user_groups: t.List[str] = field(default_factory=list)
+    user_users: t.List[str] = field(default_factory=list)
+
+
+@dataclass
+class ExtraQueue:
+    name: str
+    namespaces: t.List[str]
+
+
+@dataclass
+class Autoscaling:
+    name: str
+    namespace: str
+    target_kind: str
+    target_name: str
+    target_api_version: str
+    min_replicas: int = 0
+    max_replicas: int = 1
+    polling_interval: t.Optional[int] = None
+    idle_after_minutes: t.Optional[int] = None
+    idle_utilization_threshold: str = "1"
+    wake_query: t.Optional[str] = None
+    wake_threshold: str = "1"
+    triggers: t.List[t.Dict[str, t.Any]] = field(default_factory=list)
+
+
+@dataclass
+class Tenant:
+    name: str
+    namespaces: t.List[str]
+    state: str = "present"
+    cohort: t.Optional[str] = None
+    fair_sharing_weight: t.Optional[str] = None
+    quotas: t.List[Quota] = field(default_factory=list)
+    preemption: Preemption = field(default_factory=Preemption)
+    access: Access = field(default_factory=Access)
+    autoscaling: t.List[Autoscaling] = field(default_factory=list)
+    queues: t.List[ExtraQueue] = field(default_factory=list)
+    queueing_strategy: t.Optional[str] = None
+    labels: t.Dict[str, str] = field(default_factory=dict)
+    default_priority: t.Optional[str] = None
+
+    @property
+    def present(self) -> bool:
+        return self.state == "present"
+
+
+@dataclass
+class PrometheusSettings:
+    url: t.Optional[str] = None
+    token: t.Optional[str] = None
+    token_file: t.Optional[str] = None
+    ca_file: t.Optional[str] = None
+    validate_certs: bool = True
+
+
+@dataclass
+class TenantModel:
+    flavors: t.List[Flavor] = field(default_factory=list)
+    cohorts: t.List[Cohort] = field(default_factory=list)
+    priorities: t.List[Priority] = field(default_factory=list)
+    tenants: t.List[Tenant] = field(default_factory=list)
+    prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
+    allow_overcommit: bool = False
+    warnings: t.List[str] = field(default_factory=list)
+    capacity: t.Dict[str, t.Dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def present_tenants(self) -> t.List[Tenant]:
+        return [x for x in self.tenants if x.present]
+
+    @property
+    def absent_tenants(self) -> t.List[Tenant]:
+        return [x for x in self.tenants if not x.present]
+
+    def tenant(self, name: str) -> t.Optional[Tenant]:
+        for tenant in self.tenants:
+            if tenant.name == name:
+                return tenant
+        return None
+
+    @classmethod
+    def from_inventory(cls, inventory: t.Mapping[str, t.Any],
+                       nodes: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None) -> "TenantModel":
+        """Parse and validate the whole inventory; raise ``InventoryError`` listing every problem."""
+        parser = _Parser()
+        model = parser.parse(inventory, nodes)
+        if parser.errors:
+            count = len(parser.errors)
+            raise InventoryError(
+                "The GPU tenancy inventory has %d problem%s; nothing was changed." % (count, "" if count == 1 else "s"),
+                hint="Fix every listed item in group_vars (gpuaas_flavors, gpuaas_cohorts, gpuaas_priorities, "
+                     "gpuaas_tenants) and run again. Paths point at the offending entry, e.g. gpuaas_tenants[3].quotas[0].flavor.",
+                problems=parser.errors,
+            )
+        return model
+
+
+def flavor_capacity(flavor: Flavor, nodes: t.Sequence[t.Mapping[str, t.Any]]) -> t.Dict[str, Decimal]:
+    """Sum the allocatable accelerator resources of the nodes whose labels match the flavor's node_labels."""
+    totals: t.Dict[str, Decimal] = {}
+    for node in nodes:
+        labels = node.get("labels") or {}
+        if any(labels.get(k) != v for k, v in flavor.node_labels.items()):
+            continue
+        for resource, amount in (node.get("allocatable") or {}).items():
+            if not is_accelerator(resource):
+                continue
+            try:
+                totals[resource] = totals.get(resource, Decimal(0)) + parse_quantity(amount)
+            except ValueError:
+                continue
+    return totals
+
+
+class _Parser:
+    def __init__(self) -> None:
+        self.errors: t.List[str] = []
+        self.warnings: t.List[str] = []
+
+    # -- helpers -----------------------------------------------------------------------------
+    def err(self, path: str, message: str) -> None:
+        self.errors.append("%s: %s" % (path, message))
+
+    def keys(self, path: str, value: t.Mapping[str, t.Any], allowed: t.Sequence[str]) -> None:
+        for key in value:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), allowed, n=1)
+                hint = " (did you mean '%s'?)" % close[0] if close else " (allowed: %s)" % ", ".join(allowed)
+                self.err("%s.%s" % (path, key), "unknown key%s" % hint)
+
+    def mapping(self, path: str, value: t.Any, allowed: t.Optional[t.Sequence[str]] = None) -> t.Optional[t.Mapping[str, t.Any]]:
+        if value is None:
+            return {}
+        if not isinstance(value, t.Mapping):
+            self.err(path, "must be a mapping, got %s" % type(value).__name__)
+            return None
+        if allowed is not None:
+            self.keys(path, value, allowed)
+        return value
+
+    def sequence(self, path: str, value: t.Any) -> t.List[t.Any]:
+        if value is None:
+            return []
+        if isinstance(value, (str, bytes)) or not isinstance(value, t.Sequence):
+            self.err(path, "must be a list, got %s" % type(value).__name__)
+            return []
+        return list(value)
+
+    def name(self, path: str, value: t.Any, pattern: t.Pattern[str] = DNS1123_SUBDOMAIN, max_len: int = 253,
+             what: str = "a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')") -> t.Optional[str]:
+        if value is None or value == "":
+            self.err(path, "is required")
+            return None
+        if not isinstance(value, str):
+            self.err(path, "must be a string, got %r" % (value,))
+            return None
+        if len(value) > max_len or not pattern.match(value):
+            self.err(path, "%r is not %s of at most %d characters" % (value, what, max_len))
+            return None
+        return value
+
+    def label_name(self, path: str, value: t.Any) -> t.Optional[str]:
+        return self.name(path, value, DNS1123_LABEL, 63,
+                         "a DNS-1123 label (lower-case letters, digits and '-', starting and ending alphanumeric)")
+
+    def weight(self, path: str, value: t.Any) -> t.Optional[str]:
+        if value is None:
+            return None
+        try:
+            number = parse_quantity(value)
+        except ValueError as exc:
+            self.err(path, str(exc))
+            return None
+        if number < 0:
+            self.err(path, "must not be negative, got %s" % value)
+            return None
+        return quantity_text(value)
+
+    def integer(self, path: str, value: t.Any, minimum: t.Optional[int] = None, maximum: t.Optional[int] = None) -> t.Optional[int]:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, str) and re.match(r"^-?[0-9]+$", value.strip()):
+                value = int(value)
+            else:
+                self.err(path, "must be an integer, got %r" % (value,))
+                return None
+        if minimum is not None and value < minimum:
+            self.err(path, "must be at least %d, got %d" % (minimum, value))
+            return None
+        if maximum is not None and value > maximum:
+            self.err(path, "must be at most %d, got %d" % (maximum, value))
+            return None
+        return value
+
+    def enum(self, path: str, value: t.Any, allowed: t.Sequence[str]) -> t.Optional[str]:
+        if value is None:
+            return None
+        if value not in allowed:
+            self.err(path, "%r is not one of %s" % (value, ", ".join(allowed)))
+            return None
+        return value
+
+    def string_map(self, path: str, value: t.Any, what: str) -> t.Dict[str, str]:
+        data = self.mapping(path, value)
+        out: t.Dict[str, str] = {}
+        for key, val in (data or {}).items():
+            if not isinstance(key, str) or not QUALIFIED_NAME.match(key):
+                self.err("%s.%s" % (path, key), "%r is not a valid %s key" % (key, what))
+                continue
+            text = "" if val is None else str(val)
+            if isinstance(val, bool):
+                text = "true" if val else "false"
+            if len(text) > 63 or not LABEL_VALUE.match(text):
+                self.err("%s.%s" % (path, key), "%r is not a valid label value" % (val,))
+                continue
+            out[key] = text
+        return out
+
+    def duplicates(self, path: str, names: t.Sequence[t.Tuple[int, t.Optional[str]]], what: str) -> None:
+        seen: t.Dict[str, int] = {}
+        for index, name in names:
+            if name is None:
+                continue
+            if name in seen:
+                self.err("%s[%d].name" % (path, index), "duplicate %s %r (also at %s[%d])" % (what, name, path, seen[name]))
+            else:
+                seen[name] = index
+
+    def unknown_ref(self, path: str, value: str, known: t.Iterable[str], what: str) -> None:
+        known = sorted(known)
+        close = difflib.get_close_matches(value, known, n=1)
+        suggestion = " (did you mean %r?)" % close[0] if close else ""
+        listing = ", ".join(known) if known else "none defined"
+        self.err(path, "unknown %s %r%s; defined: %s" % (what, value, suggestion, listing))
+
+    # -- sections ------------------------------------------------------------------------------
+    def parse(self, inv: t.Mapping[str, t.Any], nodes: t.Optional[t.Sequence[t.Mapping[str, t.Any]]]) -> TenantModel:
+        model = TenantModel()
+        model.allow_overcommit = bool(inv.get("gpuaas_allow_overcommit", False))
+        model.flavors = self.flavors(inv.get("gpuaas_flavors"))
+        model.cohorts = self.cohorts(inv.get("gpuaas_cohorts"))
+        model.priorities = self.priorities(inv.get("gpuaas_priorities"))
+        model.prometheus = self.prometheus(inv.get("gpuaas_prometheus"))
+        model.tenants = self.tenants(inv.get("gpuaas_tenants"), model)
+        if nodes is not None:
+            self.capacity(model, nodes)
+        model.warnings = self.warnings
+        return model
+
+    def flavors(self, value: t.Any) -> t.List[Flavor]:
+        out: t.List[Flavor] = []
+        names = []
+        for i, item in enumerate(self.sequence("gpuaas_flavors", value)):
+            path = "gpuaas_flavors[%d]" % i
+            data = self.mapping(path, item, FLAVOR_KEYS)
+            if data is None:
+                continue
+            name = self.name(path + ".name", data.get("name"))
+            names.append((i, name))
+            labels = self.string_map(path + ".node_labels", data.get("node_labels"), "node label")
+            if len(labels) > 8:
+                self.err(path + ".node_labels", "Kueue allows at most 8 node labels per flavor, got %d" % len(labels))
+            taints = []
+            for j, taint in enumerate(self.sequence(path + ".node_taints", data.get("node_taints"))):
+                tpath = "%s.node_taints[%d]" % (path, j)
+                tdata = self.mapping(tpath, taint, ("key", "value", "effect"))
+                if tdata is None:
+                    continue
+                if not tdata.get("key"):
+                    self.err(tpath + ".key", "is required")
+                if tdata.get("effect") not in TAINT_EFFECTS:
+                    self.err(tpath + ".effect", "%r is not one of %s" % (tdata.get("effect"), ", ".join(TAINT_EFFECTS)))
+                taints.append(dict(tdata))
+            tolerations = []
+            for j, tol in enumerate(self.sequence(path + ".tolerations", data.get("tolerations"))):
+                tpath = "%s.tolerations[%d]" % (path, j)
+                tdata = self.mapping(tpath, tol, ("key", "operator", "value", "effect", "tolerationSeconds"))
+                if tdata is None:
+                    continue
+                op = tdata.get("operator", "Equal")
+                if op not in ("Equal", "Exists"):
+                    self.err(tpath + ".operator", "%r is not one of Equal, Exists" % (op,))
+                if op == "Exists" and tdata.get("value") not in (None, ""):
+                    self.err(tpath + ".value", "must be empty when operator is Exists")
+                if tdata.get("effect") not in (None, "") and tdata.get("effect") not in TAINT_EFFECTS:
+                    self.err(tpath + ".effect", "%r is not one of %s" % (tdata.get("effect"), ", ".join(TAINT_EFFECTS)))
+                tolerations.append(dict(tdata))
+            topology = data.get("topology_name")
+            if topology is not None:
+                topology = self.name(path + ".topology_name", topology)
+                if not labels:
+                    self.err(path + ".node_labels", "at least one node label is required when topology_name is set")
+            if name:
+                out.append(Flavor(name, labels, taints, tolerations, topology))
+        self.duplicates("gpuaas_flavors", names, "flavor")
+        return out
+
+    def cohorts(self, value: t.Any) -> t.List[Cohort]:
+        out: t.List[Cohort] = []
+        names = []
+        for i, item in enumerate(self.sequence("gpuaas_cohorts", value)):
+            path = "gpuaas_cohorts[%d]" % i
+            data = self.mapping(path, item, COHORT_KEYS)
+            if data is None:
+                continue
+            name = self.name(path + ".name", data.get("name"))
+            names.append((i, name))
+            parent = data.get("parent")
+            if parent is not None:
+                parent = self.name(path + ".parent", parent)
+            weight = self.weight(path + ".fair_sharing_weight", data.get("fair_sharing_weight"))
+            if name:
+                out.append(Cohort(name, parent, weight))
+        self.duplicates("gpuaas_cohorts", names, "cohort")
+        known = {c.name for c in out}
+        index = {c.name: i for i, c in reversed(list(enumerate(out)))}
+        for i, cohort in enumerate(out):
+            if cohort.parent and cohort.parent not in known:
+                self.unknown_ref("gpuaas_cohorts[%d].parent" % index.get(cohort.name, i), cohort.parent, known, "parent cohort")
+        # Cycles: follow parents; report each cycle once.
+        parents = {c.name: c.parent for c in out}
+        reported: t.Set[str] = set()
+        for cohort in out:
+            chain = [cohort.name]
+            current = parents.get(cohort.name)
+            while current and current in parents:
+                if current in chain:
+                    cycle = chain[chain.index(current):] + [current]
+                    key = "->".join(sorted(set(cycle)))
+                    if key not in reported:
+                        reported.add(key)
+                        self.err("gpuaas_cohorts[%d].parent" % index[cohort.name],
+                                 "cohort cycle %s; a cohort tree must end at a root without parent" % " -> ".join(cycle))
+                    break
+                chain.append(current)
+                current = parents.get(current)
+        return out
+
+    def priorities(self, value: t.Any) -> t.List[Priority]:
+        out: t.List[Priority] = []
+        names = []
+        for i, item in enumerate(self.sequence("gpuaas_priorities", value)):
+            path = "gpuaas_priorities[%d]" % i
+            data = self.mapping(path, item, PRIORITY_KEYS)
+            if data is None:
+                continue
+            name = self.name(path + ".name", data.get("name"))
+            names.append((i, name))
+            prio = self.integer(path + ".value", data.get("value"), -2147483648, 1000000000)
+            description = data.get("description")
+            if description is not None and (not isinstance(description, str) or len(description) > 2048):
+                self.err(path + ".description", "must be a string of at most 2048 characters")
+                description = None
+            if name and prio is not None:
+                out.append(Priority(name, prio, description))
+        self.duplicates("gpuaas_priorities", names, "priority")
+        return out
+
+    def prometheus(self, value: t.Any) -> PrometheusSettings:
+        data = self.mapping("gpuaas_prometheus", value, PROMETHEUS_KEYS)
+        if not data:
+            return PrometheusSettings()
+        url = data.get("url")
+        if url is not None and (not isinstance(url, str) or not re.match(r"^https?://", url)):
+            self.err("gpuaas_prometheus.url", "%r is not an http(s) URL" % (url,))
+        if data.get("token") and data.get("token_file"):
+            self.err("gpuaas_prometheus", "set token or token_file, not both")
+        return PrometheusSettings(url=url, token=data.get("token"), token_file=data.get("token_file"),
+                                  ca_file=data.get("ca_file"), validate_certs=bool(data.get("validate_certs", True)))
+
+    def tenants(self, value: t.Any, model: TenantModel) -> t.List[Tenant]:
+        out: t.List[Tenant] = []
+        names = []
+        flavors = {f.name for f in model.flavors}
+        cohorts = {c.name for c in model.cohorts}
+        priorities = {p.name for p in model.priorities}
+        claimed: t.Dict[str, str] = {}
+        for i, item in enumerate(self.sequence("gpuaas_tenants", value)):
+            path = "gpuaas_tenants[%d]" % i
+            data = self.mapping(path, item, TENANT_KEYS)
+            if data is None:
+                continue
+            name = self.label_name(path + ".name", data.get("name"))
+            names.append((i, name))
+            state = data.get("state", "present") or "present"
+            if state not in ("present", "absent"):
+                self.err(path + ".state", "%r is not one of present, absent" % (state,))
+                state = "present"
+            namespaces: t.List[str] = []
+            raw_ns = self.sequence(path + ".namespaces", data.get("namespaces"))
+            if not raw_ns and state == "present":
+                self.err(path + ".namespaces", "a tenant needs at least one namespace")
+            for j, ns in enumerate(raw_ns):
+                npath = "%s.namespaces[%d]" % (path, j)
+                ns = self.label_name(npath, ns)
+                if ns is None:
+                    continue
+                if ns in SYSTEM_NAMESPACES or ns.startswith(SYSTEM_NAMESPACE_PREFIXES):
+                    self.err(npath, "%r is a system namespace; tenants need their own namespaces" % ns)
+                    continue
+                if ns in namespaces:
+                    self.err(npath, "namespace %r is listed twice" % ns)
+                    continue
+                if ns in claimed:
+                    self.err(npath, "namespace %r is already claimed by %s" % (ns, claimed[ns]))
+                    continue
+                claimed[ns] = "%s (%s)" % (path, name)
+                namespaces.append(ns)
+            tenant = Tenant(name=name or "", namespaces=namespaces, state=state)
+            cohort = data.get("cohort")
+            if cohort is not None:
+                cohort = self.name(path + ".cohort", cohort)
+                if cohort and cohort not in cohorts:
+                    self.unknown_ref(path + ".cohort", cohort, cohorts, "cohort")
+            tenant.cohort = cohort
+            tenant.fair_sharing_weight = self.weight(path + ".fair_sharing_weight", data.get("fair_sharing_weight"))
+            tenant.queueing_strategy = self.enum(path + ".queueing_strategy", data.get("queueing_strategy"), QUEUEING_STRATEGIES)
+            tenant.labels = self.string_map(path + ".labels", data.get("labels"), "label")
+            default_priority = data.get("default_priority")
+            if default_priority is not None and default_priority not in priorities:
+                self.unknown_ref(path + ".default_priority", str(default_priority), priorities, "priority")
+            tenant.default_priority = default_priority
+            tenant.quotas = self.quotas(path, data.get("quotas"), flavors, cohort, state)
+            tenant.preemption = self.preemption(path + ".preemption", data.get("preemption"))
+            tenant.access = self.access(path + ".access", data.get("access"))
+            tenant.queues = self.queues(path + ".queues", data.get("queues"), namespaces)
+            tenant.autoscaling = self.autoscaling(path + ".autoscaling", data.get("autoscaling"), namespaces, model)
+            if name:
+                out.append(tenant)
+        self.duplicates("gpuaas_tenants", names, "tenant")
+        return out
+
+    def quotas(self, tpath: str, value: t.Any, flavors: t.Set[str], cohort: t.Optional[str], state: str) -> t.List[Quota]:
+        out: t.List[Quota] = []
+        seen: t.Dict[str, int] = {}
+        for k, item in enumerate(self.sequence(tpath + ".quotas", value)):
+            path = "%s.quotas[%d]" % (tpath, k)
+            data = self.mapping(path, item, QUOTA_KEYS)
+            if data is None:
+                continue
+            flavor = data.get("flavor")
+            if not flavor:
+                self.err(path + ".flavor", "is required")
+                continue
+            if flavor not in flavors:
+                self.unknown_ref(path + ".flavor", str(flavor), flavors, "flavor")
+            if flavor in seen:
+                self.err(path + ".flavor", "flavor %r is listed twice (also quotas[%d]); merge the resources" % (flavor, seen[flavor]))
+                continue
+            seen[flavor] = k
+            resources = self.resource_map(path + ".resources", data.get("resources"))
+            if not resources and data.get("resources") is not None:
+                pass
+            if data.get("resources") is None:
+                self.err(path + ".resources", "is required (e.g. {nvidia.com/gpu: 8, cpu: 96, memory: 1Ti})")
+            borrowing = self.resource_map(path + ".borrowing_limit", data.get("borrowing_limit"))
+            lending = self.resource_map(path + ".lending_limit", data.get("lending_limit"))
+            for label, limits in (("borrowing_limit", borrowing), ("lending_limit", lending)):
+                if limits and not cohort:
+                    self.err("%s.%s" % (path, label), "%s needs the tenant to be in a cohort (set gpuaas_tenants[].cohort)" % label)
+                for res in limits:
+                    if res not in resources:
+                        self.err("%s.%s.%s" % (path, label, res), "resource %r has no nominal quota in resources" % res)
+            for res, limit in lending.items():
+                if res in resources and parse_quantity(limit) > parse_quantity(resources[res]):
+                    self.err("%s.lending_limit.%s" % (path, res),
+                             "lending limit %s is above the nominal quota %s" % (limit, resources[res]))
+            out.append(Quota(str(flavor), resources, borrowing, lending))
+        return out
+
+    def resource_map(self, path: str, value: t.Any) -> t.Dict[str, str]:
+        data = self.mapping(path, value)
+        out: t.Dict[str, str] = {}
+        for res, amount in (data or {}).items():
+            rpath = "%s.%s" % (path, res)
+            if not isinstance(res, str) or not QUALIFIED_NAME.match(res):
+                self.err(rpath, "%r is not a Kubernetes resource name (e.g. nvidia.com/gpu, cpu, memory)" % (res,))
+                continue
+            try:
+                number = parse_quantity(amount)
+            except ValueError as exc:
+                self.err(rpath, str(exc))
+                continue
+            if number < 0:
+                self.err(rpath, "must not be negative, got %s" % amount)
+                continue
+            out[res] = quantity_text(amount)
+        return out
+
+    def preemption(self, path: str, value: t.Any) -> Preemption:
+        data = self.mapping(path, value, PREEMPTION_KEYS)
+        if not data:
+            return Preemption()
+        out = Preemption(
+            reclaim_within_cohort=self.enum(path + ".reclaim_within_cohort", data.get("reclaim_within_cohort"), PREEMPTION_RECLAIM),
+            within_cluster_queue=self.enum(path + ".within_cluster_queue", data.get("within_cluster_queue"), PREEMPTION_WITHIN_CQ),
+        )
+        borrow = self.mapping(path + ".borrow_within_cohort", data.get("borrow_within_cohort"), BORROW_KEYS)
+        if borrow:
+            out.borrow_policy = self.enum(path + ".borrow_within_cohort.policy", borrow.get("policy"), PREEMPTION_BORROW)
+            if borrow.get("max_priority_threshold") is not None:
+                out.borrow_max_priority_threshold = self.integer(path + ".borrow_within_cohort.max_priority_threshold",
+                                                                 borrow.get("max_priority_threshold"))
+            if out.reclaim_within_cohort in (None, "Never") and out.borrow_policy not in (None, "Never"):
+                self.err(path + ".borrow_within_cohort.policy",
+                         "needs reclaim_within_cohort LowerPriority or Any (Kueue refuses reclaimWithinCohort=Never with borrowWithinCohort)")
+        return out
+
+    def access(self, path: str, value: t.Any) -> Access:
+        data = self.mapping(path, value, ACCESS_KEYS)
+        out = Access()
+        if not data:
+            return out
+        for role in ACCESS_KEYS:
+            for j, subject in enumerate(self.sequence("%s.%s" % (path, role), data.get(role))):
+                spath = "%s.%s[%d]" % (path, role, j)
+                if not isinstance(subject, str) or not subject.strip():
+                    self.err(spath, "must be a group name (or 'user:<name>' for a single user)")
+                    continue
+                if subject.startswith("user:"):
+                    target = out.admin_users if role == "admins" else out.user_users
+                    target.append(subject[5:])
+                else:
+                    target = out.admin_groups if role == "admins" else out.user_groups
+                    target.append(subject[6:] if subject.startswith("group:") else subject)
+        return out
+
+    def queues(self, path: str, value: t.Any, namespaces: t.List[str]) -> t.List[ExtraQueue]:
+        out: t.List[ExtraQueue] = []
+        names = []
+        for j, item in enumerate(self.sequence(path, value)):
+            qpath = "%s[%d]" % (path, j)
+            if isinstance(item, str):
+                item = {"name": item}
+            data = self.mapping(qpath, item, QUEUE_KEYS)
+            if data is None:
+                continue
+            name = self.name(qpath + ".name", data.get("name"))
+            names.append((j, name))
+            if name == "default":
+                self.err(qpath + ".name", "'default' is created in every namespace already; pick another name")
+                continue
+            qns = []
+            for k, ns in enumerate(self.sequence(qpath + ".namespaces", data.get("namespaces"))):
+                if ns not in namespaces:
+                    self.unknown_ref("%s.namespaces[%d]" % (qpath, k), str(ns), namespaces, "tenant namespace")
+                else:
+                    qns.append(ns)
+            if name:
+                out.append(ExtraQueue(name, qns if data.get("namespaces") else list(namespaces)))
+        self.duplicates(path, names, "queue")
+        return out
+
+    def autoscaling(self, path: str, value: t.Any, namespaces: t.List[str], model: TenantModel) -> t.List[Autoscaling]:
+        out: t.List[Autoscaling] = []
+        seen: t.Dict[t.Tuple[str, str], int] = {}
+        for j, item in enumerate(self.sequence(path, value)):
+            apath = "%s[%d]" % (path, j)
+            data = self.mapping(apath, item, AUTOSCALING_KEYS)
+            if data is None:
+                continue
+            name = self.name(apath + ".name", data.get("name"))
+            namespace = data.get("namespace")
+            if namespace is None and len(namespaces) == 1:
+                namespace = namespaces[0]
+            if namespace not in namespaces:
+                self.unknown_ref(apath + ".namespace", str(namespace), namespaces, "tenant namespace")
+                namespace = None
+            target = self.mapping(apath + ".target", data.get("target"), TARGET_KEYS) or {}
+            kind = target.get("kind", "Deployment")
+            api_version = target.get("api_version") or SCALE_TARGET_KINDS.get(kind)
+            if not api_version:
+                self.err(apath + ".target.kind", "%r needs target.api_version (known kinds: %s)" % (kind, ", ".join(SCALE_TARGET_KINDS)))
+            target_name = self.name(apath + ".target.name", target.get("name"))
+            min_r = self.integer(apath + ".min_replicas", data.get("min_replicas", 0), 0)
+            max_r = self.integer(apath + ".max_replicas", data.get("max_replicas", max(min_r or 0, 1)), 1)
+            if min_r is not None and max_r is not None and min_r > max_r:
+                self.err(apath + ".max_replicas", "must be at least min_replicas (%d)" % min_r)
+            polling = data.get("polling_interval")
+            if polling is not None:
+                polling = self.integer(apath + ".polling_interval", polling, 1)
+            idle = self.mapping(apath + ".idle_scale_to_zero", data.get("idle_scale_to_zero"), IDLE_KEYS)
+            triggers = self.sequence(apath + ".triggers", data.get("triggers"))
+            for k, trig in enumerate(triggers):
+                tdata = self.mapping("%s.triggers[%d]" % (apath, k), trig)
+                if tdata is not None and not tdata.get("type"):
+                    self.err("%s.triggers[%d].type" % (apath, k), "is required (a KEDA scaler type, e.g. prometheus)")
+            auto = Autoscaling(name=name or "", namespace=namespace or "", target_kind=kind,
+                               target_name=target_name or "", target_api_version=api_version or "",
+                               min_replicas=min_r or 0, max_replicas=max_r or 1, polling_interval=polling,
+                               triggers=[dict(x) for x in triggers if isinstance(x, t.Mapping)])
+            if idle:
+                auto.idle_after_minutes = self.integer(apath + ".idle_scale_to_zero.after_minutes", idle.get("after_minutes", 15), 1)
+                thr = idle.get("utilization_threshold", 1)
+                try:
+                    parse_quantity(thr)
+                    auto.idle_utilization_threshold = quantity_text(thr)
+                except ValueError as exc:
+                    self.err(apath + ".idle_scale_to_zero.utilization_threshold", str(exc))
+                auto.wake_query = idle.get("wake_query")
+                auto.wake_threshold = quantity_text(idle.get("wake_threshold", 1))
+                if auto.min_replicas != 0:
+                    self.err(apath + ".min_replicas", "must be 0 with idle_scale_to_zero")
+                if not model.prometheus.url:
+                    self.err(apath + ".idle_scale_to_zero",
+                             "reads GPU utilization from Prometheus: set gpuaas_prometheus.url in the inventory")
+            elif not auto.triggers:
+                self.err(apath, "needs idle_scale_to_zero or triggers")
+            if name and namespace:
+                if (namespace, name) in seen:
+                    self.err(apath + ".name", "duplicate ScaledObject %s/%s" % (namespace, name))
+                seen[(namespace, name)] = j
+                out.append(auto)
+        return out
+
+    def capacity(self, model: TenantModel, nodes: t.Sequence[t.Mapping[str, t.Any]]) -> None:
+        """Sum of nominal accelerator quotas per flavor must fit the matching nodes' allocatable."""
+        by_flavor = {f.name: f for f in model.flavors}
+        wanted: t.Dict[t.Tuple[str, str], Decimal] = {}
+        where: t.Dict[t.Tuple[str, str], t.List[str]] = {}
+        for i, tenant in enumerate(model.tenants):
+            if not tenant.present:
+                continue
+            for quota in tenant.quotas:
+                for res, amount in quota.resources.items():
+                    if not is_accelerator(res) or quota.flavor not in by_flavor:
+                        continue
+                    key = (quota.flavor, res)
+                    wanted[key] = wanted.get(key, Decimal(0)) + parse_quantity(amount)
+                    where.setdefault(key, []).append("%s=%s" % (tenant.name, amount))
+        caps: t.Dict[str, t.Dict[str, Decimal]] = {}
+        for (flavor, res), amount in sorted(wanted.items()):
+            if flavor not in caps:
+                caps[flavor] = flavor_capacity(by_flavor[flavor], nodes)
+            have = caps[flavor].get(res, Decimal(0))
+            if amount > have:
+                index = [f.name for f in model.flavors].index(flavor)
+                message = ("quotas ask for %s %s on flavor %r (%s) but the matching nodes offer %s" %
+                           (_fmt(amount), res, flavor, ", ".join(where[(flavor, res)]), _fmt(have)))
+                if model.allow_overcommit:
+                    self.warnings.append("gpuaas_flavors[%d]: %s (allowed by gpuaas_allow_overcommit)" % (index, message))
+                else:
+                    self.err("gpuaas_flavors[%d]" % index,
+                             message + "; lower the quotas, add nodes, check the flavor's node_labels, or set gpuaas_allow_overcommit: true")
+        model.capacity = {f: {r: _fmt(v) for r, v in res.items()} for f, res in caps.items()}
+
+
+def _fmt(value: Decimal) -> str:
+    if value == value.to_integral_value():
+        return str(int(value))
+    return str(value.normalize())

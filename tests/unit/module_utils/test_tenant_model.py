@@ -1,0 +1,193 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+import copy
+import os
+from decimal import Decimal
+
+import pytest
+import yaml
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.tenant_model import (
+    InventoryError,
+    TenantModel,
+    flavor_capacity,
+    parse_quantity,
+)
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+EXAMPLE = os.path.join(ROOT, "playbooks", "inventory", "lab", "group_vars", "all", "tenants.yml")
+
+LAB_NODES = [
+    {"name": "gpu-h100-0", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+     "allocatable": {"nvidia.com/gpu": "8", "cpu": "128", "memory": "2Ti"}},
+    {"name": "gpu-h100-1", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+     "allocatable": {"nvidia.com/gpu": "8", "cpu": "128", "memory": "2Ti"}},
+    {"name": "gpu-a100-mig-0", "labels": {"nvidia.com/mig.config": "all-1g.10gb"},
+     "allocatable": {"nvidia.com/mig-1g.10gb": "7", "cpu": "64"}},
+    {"name": "cpu-0", "labels": {}, "allocatable": {"cpu": "32"}},
+]
+
+
+def example() -> dict:
+    with open(EXAMPLE) as handle:
+        return yaml.safe_load(handle)
+
+
+def problems(inventory, nodes=None):
+    with pytest.raises(InventoryError) as info:
+        TenantModel.from_inventory(inventory, nodes)
+    return info.value.problems
+
+
+@pytest.mark.parametrize("text,expected", [
+    (8, Decimal(8)), ("96", Decimal(96)), ("500m", Decimal("0.5")), ("1Ti", Decimal(2 ** 40)),
+    ("512Gi", Decimal(512 * 2 ** 30)), ("1e3", Decimal(1000)), ("2k", Decimal(2000)), (1.5, Decimal("1.5")),
+])
+def test_parse_quantity(text, expected):
+    assert parse_quantity(text) == expected
+
+
+@pytest.mark.parametrize("text", ["8 GPUs", "1TB", "", None, True, "abc"])
+def test_parse_quantity_rejects(text):
+    with pytest.raises(ValueError):
+        parse_quantity(text)
+
+
+def test_example_inventory_is_valid_and_fits_lab_capacity():
+    model = TenantModel.from_inventory(example(), LAB_NODES)
+    assert [t.name for t in model.tenants] == ["nlp", "vision", "analytics"]
+    nlp = model.tenant("nlp")
+    assert nlp.namespaces == ["nlp-train", "nlp-serve"]
+    assert nlp.access.user_groups == ["nlp-team"]
+    assert nlp.quotas[0].resources == {"nvidia.com/gpu": "8", "cpu": "96", "memory": "1Ti"}
+    assert nlp.autoscaling[0].idle_after_minutes == 15
+    assert nlp.queues[0].namespaces == ["nlp-train"]
+    assert model.capacity["h100"] == {"nvidia.com/gpu": "16"}
+    assert model.warnings == []
+
+
+def test_many_mistakes_are_all_reported_with_paths():
+    inv = example()
+    inv["gpuaas_flavors"].append({"name": "h100"})                                   # duplicate flavor
+    inv["gpuaas_cohorts"].append({"name": "loop-a", "parent": "loop-b"})
+    inv["gpuaas_cohorts"].append({"name": "loop-b", "parent": "loop-a"})             # cycle
+    inv["gpuaas_cohorts"].append({"name": "orphan", "parent": "nowhere"})            # unknown parent
+    inv["gpuaas_tenants"][0]["quotas"][0]["flavor"] = "h200"                         # unknown flavor
+    inv["gpuaas_tenants"][1]["namespaces"] = ["nlp-train"]                            # claimed twice
+    inv["gpuaas_tenants"][2]["quotas"][0]["borrowing_limit"] = {"nvidia.com/gpu": 1}
+    del inv["gpuaas_tenants"][2]["cohort"]                                            # limit w/o cohort
+    inv["gpuaas_tenants"][1]["quotas"][0]["lending_limit"] = {"nvidia.com/gpu": 7}   # above nominal 6
+    inv["gpuaas_tenants"][1]["quotas"][1]["resources"]["memory"] = "lots"            # bad quantity
+    inv["gpuaas_tenants"].append({"name": "Bad_Name", "namespaces": ["x"]})          # bad name
+    inv["gpuaas_tenants"].append({"name": "vision", "namespaces": ["vision-2"]})      # duplicate tenant
+    inv["gpuaas_tenants"].append({"name": "sneaky", "namespaces": ["kube-system"], "quota": []})
+    found = problems(inv)
+    text = "\n".join(found)
+    expected = [
+        "gpuaas_flavors[3].name: duplicate flavor 'h100'",
+        "cohort cycle",
+        "gpuaas_cohorts[4].parent: unknown parent cohort 'nowhere'",
+        "gpuaas_tenants[0].quotas[0].flavor: unknown flavor 'h200'",
+        "gpuaas_tenants[1].namespaces[0]: namespace 'nlp-train' is already claimed by gpuaas_tenants[0] (nlp)",
+        "gpuaas_tenants[2].quotas[0].borrowing_limit: borrowing_limit needs the tenant to be in a cohort",
+        "gpuaas_tenants[1].quotas[0].lending_limit.nvidia.com/gpu: lending limit 7 is above the nominal quota 6",
+        "gpuaas_tenants[1].quotas[1].resources.memory: 'lots' is not a Kubernetes quantity",
+        "gpuaas_tenants[3].name: 'Bad_Name' is not a DNS-1123 label",
+        "gpuaas_tenants[4].name: duplicate tenant 'vision'",
+        "gpuaas_tenants[5].namespaces[0]: 'kube-system' is a system namespace",
+        "gpuaas_tenants[5].quota: unknown key (did you mean 'quotas'?)",
+    ]
+    for item in expected:
+        assert item in text, "missing %r in:\n%s" % (item, text)
+    assert len(found) >= len(expected)
+
+
+def test_error_message_counts_and_hints():
+    inv = example()
+    inv["gpuaas_tenants"][0]["cohort"] = "reserch"
+    with pytest.raises(InventoryError) as info:
+        TenantModel.from_inventory(inv)
+    assert "1 problem;" in info.value.message
+    assert "did you mean 'research'" in info.value.problems[0]
+    assert info.value.hint
+
+
+def test_capacity_exceeded_is_error_or_warning():
+    inv = example()
+    inv["gpuaas_tenants"][2]["quotas"][0]["resources"]["nvidia.com/gpu"] = 4     # 8 + 6 + 4 = 18 > 16
+    found = problems(inv, LAB_NODES)
+    assert len(found) == 1
+    assert found[0].startswith("gpuaas_flavors[0]: quotas ask for 18 nvidia.com/gpu on flavor 'h100'")
+    assert "offer 16" in found[0] and "analytics=4" in found[0]
+    inv["gpuaas_allow_overcommit"] = True
+    model = TenantModel.from_inventory(inv, LAB_NODES)
+    assert len(model.warnings) == 1 and "gpuaas_allow_overcommit" in model.warnings[0]
+
+
+def test_capacity_ignores_absent_tenants_and_cpu():
+    inv = example()
+    inv["gpuaas_tenants"][2]["quotas"][0]["resources"]["nvidia.com/gpu"] = 4
+    inv["gpuaas_tenants"][2]["state"] = "absent"
+    inv["gpuaas_tenants"][0]["quotas"][1]["resources"]["cpu"] = 100000
+    model = TenantModel.from_inventory(inv, LAB_NODES)
+    assert model.absent_tenants[0].name == "analytics"
+    assert [t.name for t in model.present_tenants] == ["nlp", "vision"]
+
+
+def test_flavor_without_labels_matches_all_nodes():
+    model = TenantModel.from_inventory(example())
+    cpu = [f for f in model.flavors if f.name == "cpu"][0]
+    assert flavor_capacity(cpu, LAB_NODES)["nvidia.com/gpu"] == Decimal(16)
+
+
+def test_empty_inventory_is_valid():
+    model = TenantModel.from_inventory({})
+    assert model.tenants == [] and model.flavors == []
+
+
+def test_wrong_types_are_reported_not_crashing():
+    found = problems({"gpuaas_tenants": {"nlp": {}}, "gpuaas_flavors": ["h100"], "gpuaas_priorities": [{"name": "p", "value": "high"}]})
+    text = "\n".join(found)
+    assert "gpuaas_tenants: must be a list" in text
+    assert "gpuaas_flavors[0]: must be a mapping" in text
+    assert "gpuaas_priorities[0].value: must be an integer" in text
+
+
+def test_preemption_and_autoscaling_checks():
+    inv = example()
+    nlp = inv["gpuaas_tenants"][0]
+    nlp["preemption"] = {"reclaim_within_cohort": "Sometimes", "borrow_within_cohort": {"policy": "LowerPriority"}}
+    nlp["autoscaling"][0]["namespace"] = "vision-dev"
+    nlp["autoscaling"].append({"name": "idle", "namespace": "nlp-serve", "target": {"name": "x"}})
+    del inv["gpuaas_prometheus"]
+    text = "\n".join(problems(inv))
+    assert "gpuaas_tenants[0].preemption.reclaim_within_cohort: 'Sometimes' is not one of Never, LowerPriority, Any" in text
+    assert "gpuaas_tenants[0].autoscaling[0].namespace: unknown tenant namespace 'vision-dev'" in text
+    assert "gpuaas_tenants[0].autoscaling[1]: needs idle_scale_to_zero or triggers" in text
+
+
+def test_idle_scale_to_zero_needs_prometheus():
+    inv = example()
+    del inv["gpuaas_prometheus"]
+    text = "\n".join(problems(inv))
+    assert "gpuaas_tenants[0].autoscaling[0].idle_scale_to_zero: reads GPU utilization from Prometheus" in text
+
+
+def test_access_subjects_users_and_groups():
+    inv = example()
+    inv["gpuaas_tenants"][0]["access"] = {"admins": ["user:bob", "group:leads"], "users": ["team", ""]}
+    text = "\n".join(problems(inv))
+    assert "gpuaas_tenants[0].access.users[1]: must be a group name" in text
+    inv["gpuaas_tenants"][0]["access"]["users"] = ["team"]
+    access = TenantModel.from_inventory(inv).tenant("nlp").access
+    assert access.admin_users == ["bob"] and access.admin_groups == ["leads"] and access.user_groups == ["team"]
+
+
+def test_input_is_not_mutated():
+    inv = example()
+    before = copy.deepcopy(inv)
+    TenantModel.from_inventory(inv, LAB_NODES)
+    assert inv == before
