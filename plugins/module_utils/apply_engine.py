@@ -1,0 +1,915 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The apply engine: desired objects in, a reconciled cluster out.
+
+* one server-side-apply field manager (``gpuaas.platform``), conflicts forced by default;
+* live state read with one LIST per kind (label selector on the ownership label), never one GET
+  per unchanged object; objects are compared on the fields this field manager owns
+  (``metadata.managedFields``), so CRD defaulting and other controllers' fields never show as drift,
+  and a field dropped from the desired state is detected (SSA would remove it);
+* only differing objects are applied, in dependency order (Namespaces before queues before
+  LocalQueues ...), with bounded concurrency inside each tier;
+* check mode is a server-side dry run (``dryRun=All``): admission and validation run, nothing is written;
+* per-object diffs of the owned fields (before = live, after = dry-run/apply result);
+* ownership labels on everything written; prune deletes only objects carrying the managed-by label
+  *and* the tenant label (or a PruneScope selector) that are no longer desired;
+* optional waits for readiness conditions; errors name the object and say how to fix them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import typing as t
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal, InvalidOperation
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.client import (
+    ApiException,
+    ApiResource,
+    translate_api_exception,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_api import (
+    cohort_parent_field,
+    convert_for_version,
+    is_kueue,
+    kueue_api_version,
+)
+
+FIELD_MANAGER = "gpuaas.platform"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "gpuaas.platform"
+TENANT_LABEL = "gpuaas.io/tenant"
+
+# Above this many desired objects of one kind missing from the owned LIST, LIST the kind unfiltered once
+# instead of one GET each.
+GET_THRESHOLD = 16
+
+# Dependency tiers: lower tiers are applied first and deleted last.
+KIND_TIERS: t.Dict[str, int] = {
+    "CustomResourceDefinition": 0,
+    "Namespace": 0,
+    "PriorityClass": 1,
+    "StorageClass": 1,
+    "ClusterRole": 1,
+    "ServiceAccount": 1,
+    "Secret": 1,
+    "ConfigMap": 1,
+    "ResourceQuota": 1,
+    "LimitRange": 1,
+    "ValidatingAdmissionPolicy": 1,
+    "ResourceFlavor": 2,
+    "Cohort": 2,
+    "WorkloadPriorityClass": 2,
+    "AdmissionCheck": 2,
+    "Topology": 2,
+    "ProvisioningRequestConfig": 2,
+    "Role": 2,
+    "ClusterRoleBinding": 2,
+    "ValidatingAdmissionPolicyBinding": 2,
+    "ClusterQueue": 3,
+    "RoleBinding": 3,
+    "NetworkPolicy": 3,
+    "LocalQueue": 4,
+    "TriggerAuthentication": 4,
+    "ClusterTriggerAuthentication": 4,
+    "Service": 4,
+    "Deployment": 5,
+    "StatefulSet": 5,
+    "Job": 5,
+    "ServiceMonitor": 5,
+    "ScaledObject": 6,
+    "ScaledJob": 6,
+}
+DEFAULT_TIER = 5
+
+# Readiness used by wait=True when no explicit condition is given.
+READY_CONDITIONS: t.Dict[str, t.Dict[str, str]] = {
+    "ClusterQueue": {"type": "Active", "status": "True"},
+    "LocalQueue": {"type": "Active", "status": "True"},
+    "Deployment": {"type": "Available", "status": "True"},
+    "ScaledObject": {"type": "Ready", "status": "True"},
+    "CustomResourceDefinition": {"type": "Established", "status": "True"},
+}
+
+try:
+    from kubernetes.utils.quantity import parse_quantity as _parse_quantity
+except ImportError:  # pragma: no cover
+    _parse_quantity = None
+
+_SUFFIXES = {
+    "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
+    "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18,
+}
+
+
+def parse_quantity(value: t.Any) -> t.Optional[Decimal]:
+    """Kubernetes quantity -> Decimal, or None when ``value`` is not a quantity."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return Decimal(str(value))
+    if not isinstance(value, str) or not value or value.strip() != value:
+        return None
+    if _parse_quantity is not None:
+        try:
+            return Decimal(_parse_quantity(value))
+        except (ValueError, TypeError, InvalidOperation):
+            return None
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):  # pragma: no cover - fallback
+        if suffix and value.endswith(suffix):
+            try:
+                return Decimal(value[: -len(suffix)]) * Decimal(_SUFFIXES[suffix])
+            except InvalidOperation:
+                return None
+    try:  # pragma: no cover
+        return Decimal(value)
+    except InvalidOperation:  # pragma: no cover
+        return None
+
+
+def scalar_equal(desired: t.Any, live: t.Any) -> bool:
+    """Equality of two scalars, treating quantities canonically ("1Ti" == "1099511627776", "8" == 8)."""
+    if desired == live and type(desired) is type(live):
+        return True
+    if isinstance(desired, bool) or isinstance(live, bool):
+        return desired is live
+    if isinstance(desired, (int, float)) and isinstance(live, (int, float)):
+        return desired == live
+    qd, ql = parse_quantity(desired), parse_quantity(live)
+    if qd is None or ql is None:
+        return False
+    return qd == ql
+
+
+# -- managedFields helpers ------------------------------------------------------------------------------
+
+def owned_fields(obj: t.Mapping[str, t.Any], manager: str = FIELD_MANAGER,
+                 api_version: t.Optional[str] = None) -> t.Optional[t.Dict[str, t.Any]]:
+    """The fieldsV1 set applied by ``manager`` (merged over its Apply entries), or None when it owns nothing.
+
+    When ``api_version`` is given, entries recorded for another API version make the result None
+    (their field names may differ; the next apply re-records them).
+    """
+    merged: t.Optional[t.Dict[str, t.Any]] = None
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") != manager or entry.get("operation") != "Apply":
+            continue
+        if entry.get("subresource"):
+            continue
+        if api_version and entry.get("apiVersion") not in (None, api_version):
+            return None
+        merged = _merge_fields(merged or {}, entry.get("fieldsV1") or {})
+    return merged
+
+
+def _merge_fields(a: t.Dict[str, t.Any], b: t.Dict[str, t.Any]) -> t.Dict[str, t.Any]:
+    out = dict(a)
+    for key, sub in b.items():
+        out[key] = _merge_fields(out.get(key) or {}, sub or {}) if key in out else sub
+    return out
+
+
+def _match_key(element: t.Any, keyobj: t.Mapping[str, t.Any]) -> bool:
+    if not isinstance(element, dict):
+        return False
+    return all(k in element and scalar_equal(v, element[k]) for k, v in keyobj.items())
+
+
+def _has_list_keys(fields: t.Optional[t.Mapping[str, t.Any]]) -> bool:
+    return bool(fields) and any(k[:2] in ("k:", "v:", "i:") for k in fields)  # type: ignore[union-attr]
+
+
+def fields_covered(fields: t.Mapping[str, t.Any], value: t.Any) -> bool:
+    """Whether every path of the fieldset ``fields`` exists in ``value`` (desired object).
+
+    False means the desired object no longer sets a field this manager owns: applying it would remove
+    that field, so the object has changed.
+    """
+    for key, sub in fields.items():
+        if key == ".":
+            continue
+        prefix, rest = key[:2], key[2:]
+        if prefix == "f:":
+            if not isinstance(value, dict) or rest not in value:
+                return False
+            if sub and not fields_covered(sub, value[rest]):
+                return False
+        elif prefix == "k:":
+            if not isinstance(value, list):
+                return False
+            try:
+                keyobj = json.loads(rest)
+            except ValueError:
+                return False
+            match = next((e for e in value if _match_key(e, keyobj)), None)
+            if match is None:
+                return False
+            if sub and not fields_covered(sub, match):
+                return False
+        elif prefix == "v:":
+            if not isinstance(value, list):
+                return False
+            try:
+                val = json.loads(rest)
+            except ValueError:
+                return False
+            if not any(scalar_equal(val, e) or val == e for e in value):
+                return False
+        elif prefix == "i:":
+            if not isinstance(value, list):
+                return False
+            idx = int(rest)
+            if idx >= len(value):
+                return False
+            if sub and not fields_covered(sub, value[idx]):
+                return False
+    return True
+
+
+def project(obj: t.Any, fields: t.Optional[t.Mapping[str, t.Any]]) -> t.Any:
+    """The part of ``obj`` described by the fieldset ``fields`` (a whole value when ``fields`` is empty)."""
+    if not fields:
+        return copy.deepcopy(obj)
+    if isinstance(obj, dict):
+        out: t.Dict[str, t.Any] = {}
+        for key, sub in fields.items():
+            if key.startswith("f:") and key[2:] in obj:
+                out[key[2:]] = project(obj[key[2:]], sub)
+        return out
+    if isinstance(obj, list):
+        items = []
+        for key, sub in fields.items():
+            if key.startswith("k:"):
+                try:
+                    keyobj = json.loads(key[2:])
+                except ValueError:
+                    continue
+                for element in obj:
+                    if _match_key(element, keyobj):
+                        items.append(project(element, {k: v for k, v in (sub or {}).items() if k != "."} or {}))
+                        break
+            elif key.startswith("v:"):
+                try:
+                    items.append(json.loads(key[2:]))
+                except ValueError:
+                    continue
+            elif key.startswith("i:") and int(key[2:]) < len(obj):
+                items.append(project(obj[int(key[2:])], sub))
+        return items
+    return copy.deepcopy(obj)
+
+
+def is_subset(desired: t.Any, live: t.Any, fields: t.Optional[t.Mapping[str, t.Any]] = None) -> bool:
+    """Recursive "desired ⊆ live" with canonical quantities.
+
+    Lists are compared element by element with equal length, except associative lists (the owned
+    fieldset lists them by key), where every desired element must match a distinct live element and
+    other managers' extra elements are allowed.
+    """
+    if isinstance(desired, dict):
+        if not isinstance(live, dict):
+            return False
+        for key, value in desired.items():
+            if key not in live:
+                return False
+            sub = (fields or {}).get("f:%s" % key) if fields else None
+            if not is_subset(value, live[key], sub):
+                return False
+        return True
+    if isinstance(desired, list):
+        if not isinstance(live, list):
+            return False
+        if _has_list_keys(fields):
+            used: t.Set[int] = set()
+            for element in desired:
+                found = False
+                for idx, candidate in enumerate(live):
+                    if idx not in used and is_subset(element, candidate):
+                        used.add(idx)
+                        found = True
+                        break
+                if not found:
+                    return False
+            return True
+        if len(desired) != len(live):
+            return False
+        return all(is_subset(d, lv) for d, lv in zip(desired, live))
+    return scalar_equal(desired, live)
+
+
+def strip_none(value: t.Any) -> t.Any:
+    """Drop None values recursively (None means "not set" in our builders)."""
+    if isinstance(value, dict):
+        return {k: strip_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [strip_none(v) for v in value if v is not None]
+    return value
+
+
+# -- references and results -----------------------------------------------------------------------------
+
+class ObjectRef:
+    """apiVersion/kind/namespace/name of one object."""
+
+    __slots__ = ("api_version", "kind", "name", "namespace")
+
+    def __init__(self, api_version: str, kind: str, name: str, namespace: t.Optional[str] = None) -> None:
+        self.api_version = api_version
+        self.kind = kind
+        self.name = name
+        self.namespace = namespace or None
+
+    @classmethod
+    def from_object(cls, obj: t.Mapping[str, t.Any]) -> "ObjectRef":
+        meta = obj.get("metadata") or {}
+        return cls(obj.get("apiVersion", ""), obj.get("kind", ""), meta.get("name", ""), meta.get("namespace"))
+
+    @property
+    def key(self) -> t.Tuple[str, str, str]:
+        return (self.kind, self.namespace or "", self.name)
+
+    def __str__(self) -> str:
+        if self.namespace:
+            return "%s %s/%s" % (self.kind, self.namespace, self.name)
+        return "%s %s" % (self.kind, self.name)
+
+    def __repr__(self) -> str:
+        return "ObjectRef(%s)" % self
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectRef) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def to_dict(self) -> t.Dict[str, t.Any]:
+        out = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        return out
+
+
+class PruneScope:
+    """Which owned objects prune may delete.
+
+    ``kinds``: (api_version, kind) pairs to consider. Only objects carrying
+    ``app.kubernetes.io/managed-by=gpuaas.platform`` *and* ``gpuaas.io/tenant`` (equal to ``tenant``
+    when given) and every ``labels`` pair are candidates; ``namespaces`` restricts namespaced kinds.
+    """
+
+    def __init__(self, kinds: t.Sequence[t.Tuple[str, str]], tenant: t.Optional[str] = None,
+                 namespaces: t.Optional[t.Sequence[str]] = None,
+                 labels: t.Optional[t.Mapping[str, str]] = None,
+                 require_tenant_label: bool = True) -> None:
+        self.kinds = [tuple(k) for k in kinds]
+        self.tenant = tenant
+        self.namespaces = list(namespaces) if namespaces is not None else None
+        self.labels = dict(labels or {})
+        self.require_tenant_label = require_tenant_label
+
+    def label_selector(self) -> str:
+        parts = ["%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE)]
+        if self.tenant:
+            parts.append("%s=%s" % (TENANT_LABEL, self.tenant))
+        elif self.require_tenant_label:
+            parts.append(TENANT_LABEL)
+        parts.extend("%s=%s" % kv for kv in sorted(self.labels.items()))
+        return ",".join(parts)
+
+    def matches(self, obj: t.Mapping[str, t.Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
+            return False
+        if self.tenant and labels.get(TENANT_LABEL) != self.tenant:
+            return False
+        if not self.tenant and self.require_tenant_label and TENANT_LABEL not in labels:
+            return False
+        if any(labels.get(k) != v for k, v in self.labels.items()):
+            return False
+        if self.namespaces is not None and meta.get("namespace") and meta["namespace"] not in self.namespaces:
+            return False
+        return True
+
+
+class ObjectResult:
+    """What happened to one object: created, updated, unchanged or deleted."""
+
+    __slots__ = ("ref", "action", "before", "after", "object", "simulated")
+
+    def __init__(self, ref: ObjectRef, action: str, before: t.Any = None, after: t.Any = None,
+                 obj: t.Optional[t.Dict[str, t.Any]] = None, simulated: bool = False) -> None:
+        self.ref = ref
+        self.action = action
+        self.before = before
+        self.after = after
+        self.object = obj
+        self.simulated = simulated
+
+    @property
+    def changed(self) -> bool:
+        return self.action in ("created", "updated", "deleted")
+
+    def diff(self) -> t.Dict[str, t.Any]:
+        return {
+            "before": self.before if self.before is not None else {},
+            "after": self.after if self.after is not None else {},
+            "before_header": "%s (live)" % self.ref,
+            "after_header": "%s (%s)" % (self.ref, self.action),
+        }
+
+
+class ReconcileResult:
+    """Outcome of ``ApplyEngine.reconcile`` / ``ApplyEngine.delete``."""
+
+    def __init__(self, check_mode: bool = False) -> None:
+        self.check_mode = check_mode
+        self.results: t.List[ObjectResult] = []
+        self.api_versions: t.Dict[str, str] = {}
+        self.requests: t.Dict[str, int] = {"list": 0, "get": 0, "apply": 0, "delete": 0}
+
+    def add(self, result: ObjectResult) -> None:
+        self.results.append(result)
+
+    def by_action(self, action: str) -> t.List[ObjectResult]:
+        return [r for r in self.results if r.action == action]
+
+    @property
+    def changed(self) -> bool:
+        return any(r.changed for r in self.results)
+
+    def find(self, kind: str, name: str, namespace: t.Optional[str] = None) -> t.Optional[ObjectResult]:
+        for r in self.results:
+            if r.ref.kind == kind and r.ref.name == name and (r.ref.namespace or None) == (namespace or None):
+                return r
+        return None
+
+    def to_module_result(self, diff: bool = False) -> t.Dict[str, t.Any]:
+        out: t.Dict[str, t.Any] = {
+            "changed": self.changed,
+            "created": [r.ref.to_dict() for r in self.by_action("created")],
+            "updated": [r.ref.to_dict() for r in self.by_action("updated")],
+            "deleted": [r.ref.to_dict() for r in self.by_action("deleted")],
+            "summary": {a: len(self.by_action(a)) for a in ("created", "updated", "unchanged", "deleted")},
+        }
+        if self.api_versions:
+            out["api_versions"] = dict(self.api_versions)
+        if diff:
+            out["diff"] = [r.diff() for r in self.results if r.changed]
+        return out
+
+
+class _Desired:
+    __slots__ = ("obj", "ref", "res")
+
+    def __init__(self, obj: t.Dict[str, t.Any], ref: ObjectRef, res: ApiResource) -> None:
+        self.obj = obj
+        self.ref = ref
+        self.res = res
+
+
+def tier_of(kind: str) -> int:
+    return KIND_TIERS.get(kind, DEFAULT_TIER)
+
+
+class ApplyEngine:
+    """Reconcile desired objects with the cluster (see the module docstring)."""
+
+    def __init__(self, client: t.Any, check_mode: bool = False, field_manager: str = FIELD_MANAGER,
+                 concurrency: int = 8, force_conflicts: bool = True) -> None:
+        self.client = client
+        self.check_mode = check_mode
+        self.field_manager = field_manager
+        self.concurrency = max(1, int(concurrency))
+        self.force_conflicts = force_conflicts
+        self._kueue_version: t.Optional[str] = None
+        self._cohort_parent: str = "parentName"
+
+    # -- preparation ----------------------------------------------------------------------------------
+    def kueue_version(self) -> str:
+        if self._kueue_version is None:
+            self._kueue_version = kueue_api_version(self.client)
+            self._cohort_parent = cohort_parent_field(self.client, self._kueue_version)
+        return self._kueue_version
+
+    def prepare(self, obj: t.Mapping[str, t.Any], tenant: t.Optional[str] = None) -> _Desired:
+        """Validate, convert (Kueue version) and label one desired object."""
+        if not isinstance(obj, dict):
+            raise GpuaasError("desired object %r is not a mapping" % (obj,),
+                              hint="pass Kubernetes objects as dicts with apiVersion, kind and metadata.name")
+        obj = strip_none(copy.deepcopy(obj))
+        meta = obj.get("metadata") or {}
+        if not obj.get("apiVersion") or not obj.get("kind") or not meta.get("name"):
+            raise GpuaasError("desired object is missing apiVersion, kind or metadata.name: %s"
+                              % json.dumps(obj, default=str)[:300],
+                              hint="every object needs apiVersion, kind and metadata.name")
+        if is_kueue(obj):
+            obj = convert_for_version(obj, self.kueue_version(), self._cohort_parent)
+        res = self.client.resource(obj["apiVersion"], obj["kind"])
+        meta = obj.setdefault("metadata", {})
+        if res.namespaced and not meta.get("namespace"):
+            raise GpuaasError("%s %s is namespaced but has no metadata.namespace" % (obj["kind"], meta["name"]),
+                              hint="set the namespace of the object")
+        if not res.namespaced:
+            meta.pop("namespace", None)
+        labels = meta.setdefault("labels", {})
+        labels[MANAGED_BY_LABEL] = MANAGED_BY_VALUE
+        if tenant and TENANT_LABEL not in labels:
+            labels[TENANT_LABEL] = tenant
+        for drop in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+            meta.pop(drop, None)
+        obj.pop("status", None)
+        return _Desired(obj, ObjectRef.from_object(obj), res)
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def _pool(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=self.concurrency)
+
+    def _list(self, res: ApiResource, namespaces: t.Optional[t.Set[str]], selector: t.Optional[str],
+              result: ReconcileResult) -> t.List[t.Dict[str, t.Any]]:
+        def one(ns: t.Optional[str]) -> t.List[t.Dict[str, t.Any]]:
+            result.requests["list"] += 1
+            try:
+                return res.list(namespace=ns, label_selector=selector)
+            except ApiException as exc:
+                raise translate_api_exception(exc, "list", "%s %s%s" % (
+                    res.api_version, res.kind, (" in namespace %s" % ns) if ns else ""))
+
+        if not res.namespaced or namespaces is None:
+            return one(None)
+        if len(namespaces) <= 3:
+            items: t.List[t.Dict[str, t.Any]] = []
+            for ns in sorted(namespaces):
+                items.extend(one(ns))
+            return items
+        try:
+            return [i for i in one(None) if (i.get("metadata") or {}).get("namespace") in namespaces]
+        except GpuaasError as err:
+            if err.details.get("status") != 403:
+                raise
+            items = []
+            for ns in sorted(namespaces):
+                items.extend(one(ns))
+            return items
+
+    def _live_index(self, groups: t.Dict[t.Tuple[str, str], t.List[_Desired]],
+                    prune: t.Optional[PruneScope], result: ReconcileResult
+                    ) -> t.Tuple[t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]],
+                               t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]]]:
+        """LIST the live state: {ref.key: live} for desired objects, and prune candidates per kind."""
+        tasks: t.Dict[t.Tuple[str, str], t.Tuple[ApiResource, t.Optional[t.Set[str]]]] = {}
+        for gk, items in groups.items():
+            res = items[0].res
+            nss: t.Optional[t.Set[str]] = {d.ref.namespace or "" for d in items} if res.namespaced else None
+            tasks[gk] = (res, nss)
+        prune_kinds: t.Set[t.Tuple[str, str]] = set()
+        if prune is not None:
+            for av, kind in prune.kinds:
+                res = self.client.resource(av, kind)
+                gk = (res.api_version, res.kind)
+                prune_kinds.add(gk)
+                nss = set(prune.namespaces) if (res.namespaced and prune.namespaces is not None) else None
+                if gk in tasks:
+                    old = tasks[gk][1]
+                    nss = None if (old is None or nss is None) else (old | nss)
+                tasks[gk] = (res, nss)
+        selector = "%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+        live: t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]] = {}
+        candidates: t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]] = {}
+        with self._pool() as pool:
+            futures = {gk: pool.submit(self._list, res, nss, selector, result) for gk, (res, nss) in tasks.items()}
+            listed = {gk: f.result() for gk, f in futures.items()}
+        for gk, items in listed.items():
+            for item in items:
+                live[ObjectRef.from_object(item).key] = item
+            if gk in prune_kinds and prune is not None:
+                candidates[gk] = [i for i in items if prune.matches(i)]
+        # Desired objects not in the owned LIST: new, or existing without our label.
+        missing: t.List[_Desired] = []
+        for gk, items in groups.items():
+            miss = [d for d in items if d.ref.key not in live]
+            if len(miss) > GET_THRESHOLD:
+                res = items[0].res
+                nss = {d.ref.namespace or "" for d in miss} if res.namespaced else None
+                for item in self._list(res, nss, None, result):
+                    live.setdefault(ObjectRef.from_object(item).key, item)
+            else:
+                missing.extend(miss)
+
+        def get(d: _Desired) -> t.Tuple[_Desired, t.Optional[t.Dict[str, t.Any]]]:
+            result.requests["get"] += 1
+            try:
+                return d, d.res.get(d.ref.name, d.ref.namespace)
+            except ApiException as exc:
+                raise translate_api_exception(exc, "read", str(d.ref))
+
+        if missing:
+            with self._pool() as pool:
+                for d, obj in pool.map(get, missing):
+                    if obj is not None:
+                        obj.setdefault("apiVersion", d.res.api_version)
+                        obj.setdefault("kind", d.res.kind)
+                        live[d.ref.key] = obj
+        return live, candidates
+
+    def compare(self, desired: t.Mapping[str, t.Any], live: t.Optional[t.Mapping[str, t.Any]]) -> str:
+        """'created', 'updated' or 'unchanged' for ``desired`` against ``live`` (owned fields only)."""
+        if live is None:
+            return "created"
+        fields = owned_fields(live, self.field_manager, desired.get("apiVersion"))
+        if fields is None:
+            return "updated"  # we do not own it (yet): apply to take ownership
+        if not is_subset(desired, live, fields):
+            return "updated"
+        if not fields_covered(fields, desired):
+            return "updated"  # a field we set before is no longer desired: SSA removes it
+        return "unchanged"
+
+    def before_view(self, live: t.Optional[t.Mapping[str, t.Any]]) -> t.Dict[str, t.Any]:
+        if live is None:
+            return {}
+        fields = owned_fields(live, self.field_manager)
+        view = project(live, fields) if fields else {}
+        return self._with_identity(view, live)
+
+    def after_view(self, obj: t.Mapping[str, t.Any], fallback: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
+        fields = owned_fields(obj, self.field_manager)
+        view = project(obj, fields) if fields else copy.deepcopy(dict(fallback))
+        return self._with_identity(view, obj)
+
+    @staticmethod
+    def _with_identity(view: t.Dict[str, t.Any], obj: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
+        meta = obj.get("metadata") or {}
+        out = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")}
+        out.update(view)
+        vmeta = dict(out.get("metadata") or {})
+        vmeta["name"] = meta.get("name")
+        if meta.get("namespace"):
+            vmeta["namespace"] = meta["namespace"]
+        out["metadata"] = vmeta
+        return out
+
+    # -- reconcile ------------------------------------------------------------------------------------
+    def reconcile(self, desired: t.Iterable[t.Mapping[str, t.Any]], prune: t.Optional[PruneScope] = None,
+                  tenant: t.Optional[str] = None, wait: bool = False, wait_timeout: int = 120,
+                  wait_sleep: float = 2.0, wait_condition: t.Optional[t.Mapping[str, t.Any]] = None
+                  ) -> ReconcileResult:
+        """Make the cluster match ``desired`` (and delete owned, undesired objects in ``prune`` scope)."""
+        result = ReconcileResult(self.check_mode)
+        prepared: t.List[_Desired] = []
+        seen: t.Dict[t.Tuple[str, str, str], ObjectRef] = {}
+        for obj in desired:
+            d = self.prepare(obj, tenant)
+            if d.ref.key in seen:
+                raise GpuaasError("%s is desired twice" % d.ref,
+                                  hint="object names must be unique per kind and namespace; check the inventory "
+                                       "for duplicate names")
+            seen[d.ref.key] = d.ref
+            prepared.append(d)
+        if self._kueue_version:
+            result.api_versions["kueue.x-k8s.io"] = self._kueue_version
+
+        groups: t.Dict[t.Tuple[str, str], t.List[_Desired]] = {}
+        for d in prepared:
+            groups.setdefault((d.res.api_version, d.res.kind), []).append(d)
+        live, candidates = self._live_index(groups, prune, result)
+
+        # Namespaces that do not exist yet: in check mode their content cannot be dry-run.
+        new_namespaces = {d.ref.name for d in prepared if d.ref.kind == "Namespace" and d.ref.key not in live}
+
+        todo: t.Dict[int, t.List[t.Tuple[_Desired, str, t.Optional[t.Dict[str, t.Any]]]]] = {}
+        for d in prepared:
+            current = live.get(d.ref.key)
+            action = self.compare(d.obj, current)
+            if action == "unchanged":
+                result.add(ObjectResult(d.ref, "unchanged", obj=current))
+            else:
+                todo.setdefault(tier_of(d.ref.kind), []).append((d, action, current))
+
+        errors: t.List[GpuaasError] = []
+        for tier in sorted(todo):
+            with self._pool() as pool:
+                outcomes = list(pool.map(lambda item: self._apply_one(item, new_namespaces, result), todo[tier]))
+            for outcome in outcomes:
+                if isinstance(outcome, GpuaasError):
+                    errors.append(outcome)
+                else:
+                    result.add(outcome)
+            if errors:
+                break
+        if errors:
+            self._raise_many(errors, "apply", result)
+
+        if prune is not None:
+            doomed = []
+            for gk, items in candidates.items():
+                for item in items:
+                    ref = ObjectRef.from_object(item)
+                    if ref.key not in seen:
+                        doomed.append((item, self.client.resource(*gk)))
+            self._delete_objects(doomed, result, propagation_policy="Background")
+
+        if wait and not self.check_mode:
+            self.wait_ready([r for r in result.results if r.action != "deleted"], wait_condition,
+                            wait_timeout, wait_sleep, result)
+        return result
+
+    def _apply_one(self, item: t.Tuple[_Desired, str, t.Optional[t.Dict[str, t.Any]]], new_namespaces: t.Set[str],
+                   result: ReconcileResult) -> t.Any:
+        d, action, current = item
+        if self.check_mode and d.ref.namespace and d.ref.namespace in new_namespaces:
+            return ObjectResult(d.ref, action, self.before_view(current), self._with_identity(
+                copy.deepcopy(d.obj), d.obj), obj=d.obj, simulated=True)
+        result.requests["apply"] += 1
+        try:
+            applied = d.res.apply(d.obj, self.field_manager, force=self.force_conflicts, dry_run=self.check_mode)
+        except ApiException as exc:
+            return translate_api_exception(exc, "dry-run apply" if self.check_mode else "apply", str(d.ref))
+        except GpuaasError as exc:
+            return exc
+        except Exception as exc:  # noqa: BLE001 - connection problems: name the object
+            return GpuaasError("apply %s failed: %s" % (d.ref, exc),
+                               hint="check the connection to the API server and re-run")
+        applied.setdefault("apiVersion", d.res.api_version)
+        applied.setdefault("kind", d.res.kind)
+        before = self.before_view(current)
+        after = self.after_view(applied, d.obj)
+        if action == "updated" and current is not None and before == after:
+            # Only ownership/managedFields bookkeeping changed (e.g. first apply over an identical object).
+            action = "updated" if owned_fields(current, self.field_manager) is None else "unchanged"
+        return ObjectResult(d.ref, action, before, after, obj=applied)
+
+    @staticmethod
+    def _raise_many(errors: t.List[GpuaasError], verb: str, result: ReconcileResult) -> None:
+        if len(errors) == 1:
+            err = errors[0]
+            err.details.setdefault("partial_result", result.to_module_result())
+            raise err
+        problems = []
+        hints = []
+        for err in errors:
+            problems.append(str(err.message))
+            if err.hint and err.hint not in hints:
+                hints.append(err.hint)
+        raise GpuaasError("%d objects failed to %s" % (len(errors), verb), hint="; ".join(hints) or None,
+                          problems=problems, details={"partial_result": result.to_module_result()})
+
+    # -- delete ---------------------------------------------------------------------------------------
+    def delete(self, refs: t.Iterable[t.Any], propagation_policy: str = "Background", wait: bool = False,
+               wait_timeout: int = 120, wait_sleep: float = 2.0, only_owned: bool = False) -> ReconcileResult:
+        """Delete objects (ObjectRef or object dicts), dependents first; absent objects are not changes."""
+        result = ReconcileResult(self.check_mode)
+        targets: t.List[t.Tuple[t.Dict[str, t.Any], ApiResource]] = []
+        for ref in refs:
+            if isinstance(ref, dict):
+                obj = ref
+                if is_kueue(obj):
+                    obj = convert_for_version(obj, self.kueue_version(), self._cohort_parent)
+                ref = ObjectRef.from_object(obj)
+            elif isinstance(ref, ObjectRef) and ref.api_version.startswith("kueue.x-k8s.io/"):
+                ref = ObjectRef("kueue.x-k8s.io/%s" % self.kueue_version(), ref.kind, ref.name, ref.namespace)
+            res = self.client.resource(ref.api_version, ref.kind)
+            result.requests["get"] += 1
+            try:
+                live = res.get(ref.name, ref.namespace if res.namespaced else None)
+            except ApiException as exc:
+                raise translate_api_exception(exc, "read", str(ref))
+            if live is None:
+                continue
+            live.setdefault("apiVersion", res.api_version)
+            live.setdefault("kind", res.kind)
+            labels = (live.get("metadata") or {}).get("labels") or {}
+            if only_owned and labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
+                raise GpuaasError("%s is not managed by gpuaas.platform (label %s=%s missing); refusing to delete it"
+                                  % (ref, MANAGED_BY_LABEL, MANAGED_BY_VALUE),
+                                  hint="delete it with kubectl if it really should go")
+            targets.append((live, res))
+        if self._kueue_version:
+            result.api_versions["kueue.x-k8s.io"] = self._kueue_version
+        self._delete_objects(targets, result, propagation_policy)
+        if wait and not self.check_mode:
+            self.wait_gone([r for r in result.results if r.action == "deleted"], wait_timeout, wait_sleep)
+        return result
+
+    def _delete_objects(self, targets: t.List[t.Tuple[t.Dict[str, t.Any], ApiResource]], result: ReconcileResult,
+                        propagation_policy: str) -> None:
+        by_tier: t.Dict[int, t.List[t.Tuple[t.Dict[str, t.Any], ApiResource]]] = {}
+        for live, res in targets:
+            by_tier.setdefault(tier_of(res.kind), []).append((live, res))
+
+        def one(item: t.Tuple[t.Dict[str, t.Any], ApiResource]) -> t.Any:
+            live, res = item
+            ref = ObjectRef.from_object(live)
+            result.requests["delete"] += 1
+            try:
+                res.delete(ref.name, ref.namespace if res.namespaced else None, propagation_policy=propagation_policy,
+                           dry_run=self.check_mode)
+            except ApiException as exc:
+                return translate_api_exception(exc, "dry-run delete" if self.check_mode else "delete", str(ref))
+            return ObjectResult(ref, "deleted", self.before_view(live), None, obj=live)
+
+        errors: t.List[GpuaasError] = []
+        for tier in sorted(by_tier, reverse=True):
+            with self._pool() as pool:
+                for outcome in pool.map(one, by_tier[tier]):
+                    if isinstance(outcome, GpuaasError):
+                        errors.append(outcome)
+                    else:
+                        result.add(outcome)
+            if errors:
+                self._raise_many(errors, "delete", result)
+
+    # -- waits ----------------------------------------------------------------------------------------
+    @staticmethod
+    def condition_met(obj: t.Mapping[str, t.Any], condition: t.Mapping[str, t.Any]) -> bool:
+        status = obj.get("status") or {}
+        want_status = str(condition.get("status", "True"))
+        for cond in status.get("conditions") or []:
+            if cond.get("type") != condition.get("type"):
+                continue
+            if str(cond.get("status")) != want_status:
+                return False
+            if condition.get("reason") and cond.get("reason") != condition["reason"]:
+                return False
+            return True
+        return False
+
+    def wait_ready(self, results: t.Sequence[ObjectResult], condition: t.Optional[t.Mapping[str, t.Any]] = None,
+                   timeout: float = 120, sleep: float = 2.0, result: t.Optional[ReconcileResult] = None) -> None:
+        """Wait until every object meets ``condition`` (default: its kind's readiness condition)."""
+        pending = []
+        for r in results:
+            cond = condition or READY_CONDITIONS.get(r.ref.kind)
+            if cond:
+                pending.append((r, cond))
+        deadline = time.monotonic() + timeout
+        last: t.Dict[ObjectRef, t.Any] = {}
+        while pending:
+            still = []
+            for r, cond in pending:
+                res = self.client.resource(r.ref.api_version, r.ref.kind)
+                if result is not None:
+                    result.requests["get"] += 1
+                try:
+                    obj = res.get(r.ref.name, r.ref.namespace)
+                except ApiException as exc:
+                    raise translate_api_exception(exc, "read", str(r.ref))
+                if obj is not None and self.condition_met(obj, cond):
+                    r.object = obj
+                    continue
+                last[r.ref] = obj
+                still.append((r, cond))
+            pending = still
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                problems = []
+                for r, cond in pending:
+                    obj = last.get(r.ref) or {}
+                    conds = [c for c in ((obj.get("status") or {}).get("conditions") or [])
+                             if c.get("type") == cond.get("type")]
+                    detail = ("%s=%s (%s: %s)" % (conds[0].get("type"), conds[0].get("status"), conds[0].get("reason"),
+                                                   conds[0].get("message")) if conds else "no %s condition yet"
+                              % cond.get("type"))
+                    problems.append("%s: %s" % (r.ref, detail))
+                hint = "check the objects' status and the controller's logs"
+                if any(r.ref.kind in ("ClusterQueue", "LocalQueue") for r, _c in pending):
+                    hint = ("a ClusterQueue is Active only when its ResourceFlavors (and AdmissionChecks) exist and "
+                            "kueue-controller-manager runs; a LocalQueue needs an Active ClusterQueue")
+                raise GpuaasError("timed out after %ss waiting for %d objects to become ready" % (timeout, len(pending)),
+                                  hint=hint, problems=problems)
+            time.sleep(sleep)
+
+    def wait_gone(self, results: t.Sequence[ObjectResult], timeout: float = 120, sleep: float = 2.0) -> None:
+        """Wait until deleted objects are really gone (finalizers done)."""
+        pending = list(results)
+        deadline = time.monotonic() + timeout
+        while pending:
+            still = []
+            for r in pending:
+                res = self.client.resource(r.ref.api_version, r.ref.kind)
+                try:
+                    obj = res.get(r.ref.name, r.ref.namespace)
+                except ApiException as exc:
+                    raise translate_api_exception(exc, "read", str(r.ref))
+                if obj is not None:
+                    r.object = obj
+                    still.append(r)
+            pending = still
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                problems = ["%s: finalizers %s" % (r.ref, ((r.object or {}).get("metadata") or {}).get("finalizers"))
+                            for r in pending]
+                raise GpuaasError(
+                    "timed out after %ss waiting for %d objects to be deleted" % (timeout, len(pending)),
+                    hint="Kueue keeps ClusterQueues/ResourceFlavors with the kueue.x-k8s.io/resource-in-use finalizer "
+                         "while workloads use them: drain them (stop_policy: HoldAndDrain) or delete the workloads",
+                    problems=problems)
+            time.sleep(sleep)

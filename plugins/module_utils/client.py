@@ -1,0 +1,561 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Kubernetes API client shared by every module of the collection.
+
+Connection options and ``K8S_AUTH_*`` environment variables are the same as
+kubernetes.core's (documented once in the ``gpuaas.platform.k8s_auth`` doc fragment).
+API discovery is done per group/version (one small request) and cached for the
+life of the process; requests go straight through ``ApiClient.call_api`` and are
+decoded as plain dicts, which keeps LISTs of hundreds of objects cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import typing as t
+from urllib.parse import quote
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+
+try:
+    import kubernetes
+    from kubernetes.client.rest import ApiException
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+except ImportError as _imp_err:  # pragma: no cover - reported by check_requirements()
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = _imp_err
+
+    class ApiException(Exception):  # type: ignore[no-redef]
+        """Placeholder so that ``except ApiException`` works without the library."""
+
+        status = 0
+        reason = ""
+        body = ""
+
+try:
+    import urllib3
+    urllib3.disable_warnings()
+except ImportError:  # pragma: no cover
+    pass
+
+
+K8S_AUTH_ARG_SPEC: t.Dict[str, t.Dict[str, t.Any]] = {
+    "kubeconfig": {"type": "raw"},
+    "context": {"type": "str"},
+    "host": {"type": "str"},
+    "api_key": {"type": "str", "no_log": True},
+    "username": {"type": "str"},
+    "password": {"type": "str", "no_log": True},
+    "validate_certs": {"type": "bool", "aliases": ["verify_ssl"]},
+    "ca_cert": {"type": "path", "aliases": ["ssl_ca_cert"]},
+    "client_cert": {"type": "path", "aliases": ["cert_file"]},
+    "client_key": {"type": "path", "aliases": ["key_file"]},
+    "proxy": {"type": "str"},
+    "no_proxy": {"type": "str"},
+    "proxy_headers": {
+        "type": "dict",
+        "options": {
+            "proxy_basic_auth": {"type": "str", "no_log": True},
+            "basic_auth": {"type": "str", "no_log": True},
+            "user_agent": {"type": "str"},
+        },
+    },
+    "persist_config": {"type": "bool"},
+    "impersonate_user": {"type": "str"},
+    "impersonate_groups": {"type": "list", "elements": "str"},
+}
+
+# option name -> additional environment variable names (besides K8S_AUTH_<OPTION>), as kubernetes.core
+_ENV_ALIASES: t.Dict[str, t.Tuple[str, ...]] = {
+    "validate_certs": ("K8S_AUTH_VERIFY_SSL",),
+    "ca_cert": ("K8S_AUTH_SSL_CA_CERT",),
+    "client_cert": ("K8S_AUTH_CERT_FILE",),
+    "client_key": ("K8S_AUTH_KEY_FILE",),
+}
+
+GROUP_HINTS: t.Dict[str, str] = {
+    "kueue.x-k8s.io": "is Kueue installed? (install it with the gpuaas.platform.kueue role)",
+    "keda.sh": "is KEDA installed? (install it with the gpuaas.platform.keda role)",
+    "nvidia.com": "is the NVIDIA GPU Operator installed? (install it with the gpuaas.platform.gpu_operator role)",
+    "nfd.k8s-sigs.io": "is Node Feature Discovery installed? (the gpuaas.platform.gpu_operator role installs it)",
+    "nfd.openshift.io": "is the OpenShift NFD operator installed? (the gpuaas.platform.gpu_operator role installs it)",
+    "operators.coreos.com": "is OLM installed? (OpenShift ships it; on Kubernetes use the Helm path of the install roles)",
+    "monitoring.coreos.com": "is the Prometheus Operator installed? (ServiceMonitors need its CRDs)",
+    "config.openshift.io": "this API only exists on OpenShift",
+    "kueue.openshift.io": "is Red Hat's build of Kueue operator installed? (install it with the gpuaas.platform.kueue role)",
+}
+
+HTTP_TIMEOUT = 60
+
+_lock = threading.Lock()
+_CLIENTS: t.Dict[str, "KubeClient"] = {}
+
+
+class _MultiHeader(str):
+    """A header name that may appear several times in one dict (Impersonate-Group)."""
+
+    def __hash__(self) -> int:  # identity, so two equal names are two keys
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def lower(self) -> str:
+        return self
+
+
+def _env_value(name: str) -> t.Optional[str]:
+    for env in ("K8S_AUTH_%s" % name.upper(),) + _ENV_ALIASES.get(name, ()):
+        value = os.environ.get(env)
+        if value is not None and value != "":
+            return value
+    return None
+
+
+def _to_bool(value: t.Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() not in ("0", "false", "no", "off", "n", "f")
+
+
+def auth_params(params: t.Optional[t.Mapping[str, t.Any]] = None) -> t.Dict[str, t.Any]:
+    """Connection options: module parameters first, then ``K8S_AUTH_*`` environment variables."""
+    params = params or {}
+    auth: t.Dict[str, t.Any] = {}
+    for name, spec in K8S_AUTH_ARG_SPEC.items():
+        value = params.get(name)
+        if value is None and name != "proxy_headers":
+            raw = _env_value(name)
+            if raw is not None:
+                if spec.get("type") == "bool":
+                    value = _to_bool(raw)
+                elif spec.get("type") == "list":
+                    value = [v.strip() for v in raw.split(",") if v.strip()]
+                else:
+                    value = raw
+        if name == "proxy_headers" and value is None:
+            headers = {}
+            for key in spec["options"]:
+                raw = os.environ.get("K8S_AUTH_PROXY_HEADERS_%s" % key.upper())
+                if raw:
+                    headers[key] = raw
+            value = headers or None
+        if value is not None:
+            auth[name] = value
+    return auth
+
+
+def _digest(auth: t.Mapping[str, t.Any]) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps(auth, sort_keys=True, default=str).encode())
+    h.update((os.environ.get("KUBECONFIG") or "").encode())
+    return h.hexdigest()
+
+
+def _build_configuration(auth: t.Dict[str, t.Any]) -> t.Any:
+    """Create a ``kubernetes.client.Configuration`` from the resolved options (no global state)."""
+    has = lambda *names: all(auth.get(n) for n in names)  # noqa: E731
+    host = auth.get("host")
+    if host:
+        host = host.rstrip("/")
+
+    use_ocp_login = has("username", "password", "host")
+    if use_ocp_login:
+        try:
+            from openshift.helper.userpassauth import OCPLoginConfiguration  # type: ignore
+        except ImportError as exc:
+            raise GpuaasError(
+                "username/password login needs the 'openshift' Python package (%s)" % exc,
+                hint="pip install openshift (it is listed in the collection's requirements.txt), or use api_key/kubeconfig",
+            )
+        configuration = OCPLoginConfiguration(host=host, ocp_username=auth["username"], ocp_password=auth["password"])
+    else:
+        configuration = kubernetes.client.Configuration()
+        enough = has("api_key", "host") or has("client_cert", "client_key", "host")
+        if not enough:
+            try:
+                kubeconfig = auth.get("kubeconfig")
+                if kubeconfig or auth.get("context"):
+                    _load_kubeconfig(auth, configuration)
+                else:
+                    try:
+                        kubernetes.config.load_incluster_config(client_configuration=configuration)
+                    except kubernetes.config.ConfigException:
+                        _load_kubeconfig(auth, configuration)
+            except (kubernetes.config.ConfigException, OSError) as exc:
+                raise GpuaasError(
+                    "cannot load the Kubernetes client configuration: %s" % exc,
+                    hint="set kubeconfig (or K8S_AUTH_KUBECONFIG / KUBECONFIG) and context, or host with api_key",
+                )
+
+    if host:
+        configuration.host = host
+    if auth.get("api_key"):
+        configuration.api_key = {"authorization": "Bearer %s" % auth["api_key"]}
+    if auth.get("validate_certs") is not None:
+        configuration.verify_ssl = bool(auth["validate_certs"])
+    if auth.get("ca_cert"):
+        configuration.ssl_ca_cert = auth["ca_cert"]
+    if auth.get("client_cert"):
+        configuration.cert_file = auth["client_cert"]
+    if auth.get("client_key"):
+        configuration.key_file = auth["client_key"]
+    if auth.get("proxy"):
+        configuration.proxy = auth["proxy"]
+    if auth.get("no_proxy"):
+        configuration.no_proxy = auth["no_proxy"]
+    if auth.get("proxy_headers"):
+        configuration.proxy_headers = urllib3.util.make_headers(**auth["proxy_headers"])
+    configuration.connection_pool_maxsize = max(getattr(configuration, "connection_pool_maxsize", 4) or 4, 16)
+
+    if use_ocp_login:
+        try:
+            configuration.get_token()
+        except Exception as exc:  # OCPLoginException, requests errors
+            raise GpuaasError(
+                "OpenShift OAuth login as %r at %s failed: %s" % (auth["username"], host, exc),
+                hint="username/password works only with an OpenShift OAuth server; check the credentials, "
+                     "or use api_key/kubeconfig on plain Kubernetes",
+            )
+    return configuration
+
+
+def _load_kubeconfig(auth: t.Dict[str, t.Any], configuration: t.Any) -> None:
+    kubeconfig = auth.get("kubeconfig")
+    kwargs = {"context": auth.get("context"), "client_configuration": configuration}
+    if auth.get("persist_config") is not None:
+        kwargs["persist_config"] = auth["persist_config"]
+    if isinstance(kubeconfig, dict):
+        kubernetes.config.load_kube_config_from_dict(config_dict=kubeconfig, **kwargs)
+    else:
+        kubernetes.config.load_kube_config(config_file=kubeconfig or None, **kwargs)
+
+
+def check_requirements() -> None:
+    """Raise a GpuaasError when the ``kubernetes`` Python library is missing."""
+    if not HAS_KUBERNETES:
+        raise GpuaasError(
+            "the 'kubernetes' Python library is required (%s)" % KUBERNETES_IMPORT_ERROR,
+            hint="pip install -r requirements.txt of the gpuaas.platform collection on the Ansible controller",
+        )
+
+
+def get_client(module: t.Any = None, params: t.Optional[t.Mapping[str, t.Any]] = None) -> "KubeClient":
+    """A cached KubeClient for the module's connection options (or ``params``)."""
+    check_requirements()
+    if params is None:
+        params = module.params if module is not None else {}
+    auth = auth_params(params)
+    key = _digest(auth)
+    with _lock:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = KubeClient(_build_configuration(dict(auth)), auth)
+            _CLIENTS[key] = client
+    return client
+
+
+def split_api_version(api_version: str) -> t.Tuple[str, str]:
+    """'kueue.x-k8s.io/v1beta2' -> ('kueue.x-k8s.io', 'v1beta2'); 'v1' -> ('', 'v1')."""
+    if "/" in api_version:
+        group, version = api_version.split("/", 1)
+        return group, version
+    return "", api_version
+
+
+def gv_path(api_version: str) -> str:
+    group, version = split_api_version(api_version)
+    if not group:
+        return "/api/%s" % version
+    return "/apis/%s/%s" % (group, version)
+
+
+def missing_api_hint(group: str) -> str:
+    return GROUP_HINTS.get(group, "is the operator that provides this API installed and its CRDs established?")
+
+
+class ApiResource:
+    """One API resource (group/version/kind) with plain-dict REST helpers."""
+
+    def __init__(self, client: "KubeClient", api_version: str, kind: str, plural: str,
+                 namespaced: bool, verbs: t.Sequence[str]) -> None:
+        self.client = client
+        self.api_version = api_version
+        self.group, self.version = split_api_version(api_version)
+        self.kind = kind
+        self.plural = plural
+        self.name = plural
+        self.namespaced = namespaced
+        self.verbs = list(verbs)
+
+    def __repr__(self) -> str:
+        return "ApiResource(%s %s)" % (self.api_version, self.kind)
+
+    def path(self, name: t.Optional[str] = None, namespace: t.Optional[str] = None) -> str:
+        base = gv_path(self.api_version)
+        if self.namespaced and namespace:
+            base += "/namespaces/%s" % quote(namespace, safe="")
+        base += "/%s" % self.plural
+        if name:
+            base += "/%s" % quote(name, safe="")
+        return base
+
+    def get(self, name: str, namespace: t.Optional[str] = None) -> t.Optional[t.Dict[str, t.Any]]:
+        """The object, or None when it does not exist."""
+        try:
+            return self.client.request("GET", self.path(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, namespace: t.Optional[str] = None, label_selector: t.Optional[str] = None,
+             field_selector: t.Optional[str] = None) -> t.List[t.Dict[str, t.Any]]:
+        """Every object (all namespaces unless ``namespace``); items carry apiVersion and kind."""
+        query: t.List[t.Tuple[str, str]] = []
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        items: t.List[t.Dict[str, t.Any]] = []
+        cont = None
+        while True:
+            q = list(query) + [("limit", "500")]
+            if cont:
+                q.append(("continue", cont))
+            data = self.client.request("GET", self.path(namespace=namespace), query=q)
+            for item in data.get("items") or []:
+                item.setdefault("apiVersion", self.api_version)
+                item.setdefault("kind", self.kind)
+                items.append(item)
+            cont = (data.get("metadata") or {}).get("continue")
+            if not cont:
+                return items
+
+    def apply(self, body: t.Dict[str, t.Any], field_manager: str, force: bool = False,
+              dry_run: bool = False) -> t.Dict[str, t.Any]:
+        """Server-side apply of ``body`` (PATCH application/apply-patch+yaml)."""
+        meta = body.get("metadata") or {}
+        query = [("fieldManager", field_manager)]
+        if force:
+            query.append(("force", "true"))
+        if dry_run:
+            query.append(("dryRun", "All"))
+        return self.client.request(
+            "PATCH", self.path(meta.get("name"), meta.get("namespace")), query=query,
+            body=json.dumps(body), content_type="application/apply-patch+yaml",
+        )
+
+    def delete(self, name: str, namespace: t.Optional[str] = None, propagation_policy: str = "Background",
+               dry_run: bool = False) -> t.Optional[t.Dict[str, t.Any]]:
+        """Delete; None when the object was already gone."""
+        body: t.Dict[str, t.Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation_policy}
+        if dry_run:
+            body["dryRun"] = ["All"]
+        try:
+            return self.client.request("DELETE", self.path(name, namespace), body=json.dumps(body),
+                                       content_type="application/json")
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+
+class KubeClient:
+    """Configured API client plus cached per-group/version discovery."""
+
+    def __init__(self, configuration: t.Any, auth: t.Optional[t.Dict[str, t.Any]] = None) -> None:
+        self.configuration = configuration
+        self.auth = auth or {}
+        self.api_client = kubernetes.client.ApiClient(configuration)
+        self.api_client.user_agent = "gpuaas.platform/ansible"
+        user = self.auth.get("impersonate_user")
+        if user:
+            self.api_client.default_headers["Impersonate-User"] = user
+        for group in self.auth.get("impersonate_groups") or []:
+            self.api_client.default_headers[_MultiHeader("Impersonate-Group")] = group
+        self._discovery: t.Dict[str, t.Optional[t.Dict[str, ApiResource]]] = {}
+        self._disc_lock = threading.Lock()
+        self._dynamic = None
+
+    @property
+    def host(self) -> str:
+        return self.configuration.host
+
+    @property
+    def dynamic(self) -> t.Any:
+        """A ``kubernetes.dynamic.DynamicClient`` on the same connection (created on first use)."""
+        if self._dynamic is None:
+            from kubernetes.dynamic import DynamicClient
+            self._dynamic = DynamicClient(self.api_client)
+        return self._dynamic
+
+    # -- raw requests -------------------------------------------------------------------------------
+    def request(self, method: str, path: str, query: t.Optional[t.Sequence[t.Tuple[str, str]]] = None,
+                body: t.Any = None, content_type: t.Optional[str] = None,
+                timeout: t.Optional[float] = HTTP_TIMEOUT) -> t.Any:
+        """One HTTP request; returns the decoded JSON body. Raises ApiException on HTTP errors."""
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        elif body is not None:
+            headers["Content-Type"] = "application/json"
+        resp = self.api_client.call_api(
+            path, method, query_params=list(query or []), header_params=headers, body=body,
+            auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
+            _request_timeout=timeout,
+        )
+        data = resp.data
+        if not data:
+            return {}
+        return json.loads(data)
+
+    # -- discovery ----------------------------------------------------------------------------------
+    def _discover(self, api_version: str) -> t.Optional[t.Dict[str, ApiResource]]:
+        with self._disc_lock:
+            if api_version in self._discovery:
+                return self._discovery[api_version]
+        try:
+            data = self.request("GET", gv_path(api_version))
+        except ApiException as exc:
+            if exc.status == 404:
+                data = None
+            else:
+                raise translate_api_exception(exc, "discover API %s" % api_version)
+        except Exception as exc:  # connection errors
+            raise connection_error(self.host, exc)
+        kinds: t.Optional[t.Dict[str, ApiResource]] = None
+        if data is not None:
+            kinds = {}
+            for res in data.get("resources") or []:
+                if "/" in res.get("name", ""):
+                    continue  # subresource
+                kinds[res["kind"]] = ApiResource(self, api_version, res["kind"], res["name"],
+                                                 bool(res.get("namespaced")), res.get("verbs") or [])
+        with self._disc_lock:
+            self._discovery[api_version] = kinds
+        return kinds
+
+    def invalidate(self, api_version: t.Optional[str] = None) -> None:
+        """Forget cached discovery (after installing CRDs in the same process)."""
+        with self._disc_lock:
+            if api_version is None:
+                self._discovery.clear()
+            else:
+                self._discovery.pop(api_version, None)
+
+    def served(self, group_version: str) -> bool:
+        """Whether the cluster serves ``group_version`` (e.g. 'kueue.x-k8s.io/v1beta2')."""
+        return self._discover(group_version) is not None
+
+    def resource(self, api_version: str, kind: str) -> ApiResource:
+        """The ApiResource for ``api_version``/``kind``; GpuaasError with an install hint when not served."""
+        kinds = self._discover(api_version)
+        if kinds is None or kind not in kinds:
+            group, _version = split_api_version(api_version)
+            raise GpuaasError(
+                "%s %s is not served by the cluster — %s" % (api_version, kind, missing_api_hint(group)),
+                hint=missing_api_hint(group),
+                details={"api_version": api_version, "kind": kind, "reason": "NotServed"},
+            )
+        return kinds[kind]
+
+
+# -- error translation ----------------------------------------------------------------------------------
+
+def _status_body(exc: t.Any) -> t.Dict[str, t.Any]:
+    body = getattr(exc, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str) and body.strip().startswith("{"):
+        try:
+            return json.loads(body)
+        except ValueError:
+            return {}
+    return {}
+
+
+def connection_error(host: str, exc: Exception) -> GpuaasError:
+    return GpuaasError(
+        "cannot reach the Kubernetes API server at %s: %s" % (host, exc),
+        hint="check host/kubeconfig/context, the network path and proxy settings, and ca_cert/validate_certs",
+    )
+
+
+def translate_api_exception(exc: t.Any, action: str, ref: t.Optional[str] = None) -> GpuaasError:
+    """Turn an ApiException into 'what is wrong / how to fix it' for the object ``ref``."""
+    status = getattr(exc, "status", None) or 0
+    body = _status_body(exc)
+    message = body.get("message") or getattr(exc, "reason", "") or str(exc)
+    reason = body.get("reason") or getattr(exc, "reason", "")
+    details = body.get("details") or {}
+    causes = details.get("causes") or []
+    what = ref or "the request"
+    problems = []
+    for cause in causes:
+        field = cause.get("field")
+        text = cause.get("message") or cause.get("reason") or ""
+        problems.append("%s: %s" % (field, text) if field else text)
+    info = {"status": status, "reason": reason, "action": action}
+    if ref:
+        info["object"] = ref
+    lower = message.lower()
+    if "admission webhook" in lower and "denied" in lower:
+        hint = ("an admission webhook rejected %s; the message above says which field to change" % what)
+        if "failed calling webhook" in lower:
+            hint = "the webhook is not reachable: is its controller (e.g. kueue-controller-manager) running?"
+        return GpuaasError("%s %s was denied: %s" % (action, what, message), hint=hint, problems=problems, details=info)
+    if "failed calling webhook" in lower:
+        return GpuaasError(
+            "%s %s failed: %s" % (action, what, message),
+            hint="the admission webhook is not reachable: is its controller (e.g. kueue-controller-manager in "
+                 "kueue-system) running and its Service ready?", problems=problems, details=info)
+    if status == 422 or reason == "Invalid":
+        return GpuaasError(
+            "%s %s: the API server rejected the object as invalid: %s" % (action, what, message),
+            hint="fix the fields listed (option names map to the API fields in snake_case); immutable fields "
+                 "need the object to be deleted and recreated", problems=problems, details=info)
+    if status == 403:
+        if "validatingadmissionpolicy" in lower or "denied request" in lower:
+            hint = "an admission policy denied it; the message above says why"
+        else:
+            hint = ("the credentials in use lack RBAC permission for this; use a cluster-admin kubeconfig/context "
+                    "or grant the verb on this resource (kubectl auth can-i ...)")
+        return GpuaasError("%s %s is forbidden: %s" % (action, what, message), hint=hint, problems=problems,
+                           details=info)
+    if status == 401:
+        return GpuaasError("%s %s: not authenticated: %s" % (action, what, message),
+                           hint="the token/certificate was rejected or expired; refresh the kubeconfig or api_key",
+                           details=info)
+    if status == 409:
+        if problems or "conflict" in lower:
+            return GpuaasError(
+                "%s %s: fields are managed by another field manager: %s" % (action, what, message),
+                hint="someone else (e.g. kubectl) owns these fields; set force_conflicts: true to take them over, "
+                     "or stop managing them elsewhere", problems=problems, details=info)
+        return GpuaasError("%s %s: conflict: %s" % (action, what, message),
+                           hint="the object changed or is being deleted; re-run", details=info)
+    if status == 404:
+        if "namespaces" in lower and "not found" in lower:
+            hint = "the namespace does not exist; create it first (or let the tenants module create it)"
+        elif "the server could not find the requested resource" in lower:
+            hint = "the API is not served; is the operator/CRD installed?"
+        else:
+            hint = "the object or its API does not exist"
+        return GpuaasError("%s %s: not found: %s" % (action, what, message), hint=hint, details=info)
+    if status == 400 and "dry" in lower:
+        return GpuaasError("%s %s: %s" % (action, what, message),
+                           hint="a webhook on this resource does not support dry-run; check mode cannot simulate "
+                                "it (sideEffects must be None/NoneOnDryRun)", details=info)
+    if status in (500, 502, 503, 504) or status == 0:
+        return GpuaasError("%s %s failed (HTTP %s): %s" % (action, what, status, message),
+                           hint="the API server or an aggregated API/webhook is unhealthy; check "
+                                "kubectl get apiservices and the operator pods, then re-run", details=info)
+    return GpuaasError("%s %s failed (HTTP %s %s): %s" % (action, what, status, reason, message),
+                       problems=problems, details=info)

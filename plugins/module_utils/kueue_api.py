@@ -1,0 +1,133 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Kueue API version selection and v1beta2 -> v1beta1 conversion.
+
+Builders always produce ``kueue.x-k8s.io/v1beta2`` objects. When a cluster only
+serves ``v1beta1`` (Kueue <= v0.15, and Red Hat builds based on them) the objects
+are converted just before they are applied, following the upstream conversion
+functions in ``apis/kueue/v1beta1/*_conversion.go``:
+
+* ClusterQueue ``spec.cohortName`` -> ``spec.cohort``;
+* ClusterQueue ``spec.admissionChecksStrategy`` -> ``spec.admissionChecks`` (plain list of
+  names) when no rule restricts ``onFlavors``; otherwise the strategy is kept (v1beta1 has it too);
+* ClusterQueue ``spec.flavorFungibility`` ``MayStopSearch`` -> ``Borrow`` (whenCanBorrow) /
+  ``Preempt`` (whenCanPreempt), the names every v1beta1 release accepts;
+* Cohort ``spec.parentName`` -> ``spec.parent`` only for releases whose v1beta1 Cohort
+  still calls it ``parent`` (pass ``cohort_parent_field="parent"``).
+
+``convert_from_version`` does the reverse (v1beta1 live object -> v1beta2 shape) so that
+``kueue_info`` and the engine's diffs read the same words on every cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+import typing as t
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+
+_FUNGIBILITY_DOWN = {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}
+_FUNGIBILITY_OLD = {"Borrow", "Preempt"}
+
+
+def kueue_api_version(client: t.Any) -> str:
+    """'v1beta2' when the cluster serves it, else 'v1beta1'; GpuaasError when Kueue is not served at all."""
+    for version in KUEUE_VERSIONS:
+        if client.served("%s/%s" % (KUEUE_GROUP, version)):
+            return version
+    # Let the client raise its "is Kueue installed?" error.
+    client.resource("%s/v1beta2" % KUEUE_GROUP, "ClusterQueue")
+    return "v1beta2"  # pragma: no cover - resource() raised
+
+
+def is_kueue(obj: t.Mapping[str, t.Any]) -> bool:
+    return str(obj.get("apiVersion", "")).startswith(KUEUE_GROUP + "/")
+
+
+def cohort_parent_field(client: t.Any, version: str) -> str:
+    """Name of the Cohort parent field for the served version ('parentName' or, on the oldest releases, 'parent').
+
+    Reads the CRD's OpenAPI schema when the caller may read CRDs; defaults to 'parentName'.
+    """
+    if version != "v1beta1":
+        return "parentName"
+    try:
+        crd = client.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition").get("cohorts.%s" % KUEUE_GROUP)
+    except Exception:  # noqa: BLE001 - no permission to read CRDs: keep the modern name
+        return "parentName"
+    for ver in ((crd or {}).get("spec") or {}).get("versions") or []:
+        if ver.get("name") != version:
+            continue
+        props = (((((ver.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {})
+                  .get("spec") or {}).get("properties") or {})
+        if "parent" in props and "parentName" not in props:
+            return "parent"
+    return "parentName"
+
+
+def convert_for_version(obj: t.Mapping[str, t.Any], version: str,
+                        cohort_parent_field: str = "parentName") -> t.Dict[str, t.Any]:
+    """A copy of the v1beta2-shaped Kueue ``obj`` for API ``version`` (non-Kueue objects are returned unchanged)."""
+    out = copy.deepcopy(dict(obj))
+    if not is_kueue(out) or version == "v1beta2":
+        return out
+    if version != "v1beta1":
+        raise ValueError("unsupported Kueue API version %r" % version)
+    out["apiVersion"] = "%s/%s" % (KUEUE_GROUP, version)
+    kind = out.get("kind")
+    spec = out.get("spec")
+    if not isinstance(spec, dict):
+        return out
+    if kind == "ClusterQueue":
+        if "cohortName" in spec:
+            spec["cohort"] = spec.pop("cohortName")
+        strategy = spec.get("admissionChecksStrategy")
+        if isinstance(strategy, dict):
+            rules = strategy.get("admissionChecks") or []
+            if all(not r.get("onFlavors") for r in rules):
+                spec.pop("admissionChecksStrategy")
+                if rules:
+                    spec["admissionChecks"] = [r["name"] for r in rules]
+        fung = spec.get("flavorFungibility")
+        if isinstance(fung, dict):
+            for field, old in _FUNGIBILITY_DOWN.items():
+                if fung.get(field) == "MayStopSearch":
+                    fung[field] = old
+    elif kind == "Cohort":
+        if cohort_parent_field == "parent" and "parentName" in spec:
+            spec["parent"] = spec.pop("parentName")
+    return out
+
+
+def convert_from_version(obj: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
+    """A copy of a live Kueue object in v1beta2 shape (v1beta2 objects are returned unchanged)."""
+    out = copy.deepcopy(dict(obj))
+    if not is_kueue(out) or not str(out.get("apiVersion")).endswith("/v1beta1"):
+        return out
+    out["apiVersion"] = "%s/v1beta2" % KUEUE_GROUP
+    kind = out.get("kind")
+    spec = out.get("spec")
+    if not isinstance(spec, dict):
+        return out
+    if kind == "ClusterQueue":
+        if "cohort" in spec:
+            spec["cohortName"] = spec.pop("cohort")
+        checks = spec.pop("admissionChecks", None)
+        if checks:
+            spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": n} for n in checks]}
+        fung = spec.get("flavorFungibility")
+        if isinstance(fung, dict):
+            for field in _FUNGIBILITY_DOWN:
+                if fung.get(field) in _FUNGIBILITY_OLD:
+                    fung[field] = "MayStopSearch"
+    elif kind == "Cohort":
+        if "parent" in spec:
+            spec["parentName"] = spec.pop("parent")
+    elif kind == "LocalQueue":
+        status = out.get("status")
+        if isinstance(status, dict) and "flavorUsage" in status:
+            status["flavorsUsage"] = status.pop("flavorUsage")
+    return out
