@@ -1,0 +1,470 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Pure functions: validated ``TenantModel`` -> desired Kubernetes objects (Kueue v1beta2 shape).
+
+``desired_objects(model, platform)`` returns every object the tenants role manages:
+
+* shared: ResourceFlavors, Cohorts, WorkloadPriorityClasses, the ClusterRole that lets tenants read
+  Kueue queues (aggregated into ``admin``/``edit``/``view``), the ValidatingAdmissionPolicy (+ Binding)
+  that refuses GPU work without a Kueue queue in tenant namespaces, and the Prometheus credentials for
+  KEDA (Secret + ClusterTriggerAuthentication) when ``gpuaas_prometheus`` has a token or CA;
+* per present tenant: Namespaces, one ClusterQueue, LocalQueues (``default`` + extra), RoleBindings
+  (admins -> ``admin``, users -> ``edit``), a ClusterRole/Binding to read its own ClusterQueue, and the
+  KEDA ScaledObjects of ``autoscaling``.
+
+Every object carries ``app.kubernetes.io/managed-by: gpuaas.platform`` and ``gpuaas.io/component: tenants``;
+tenant objects also ``gpuaas.io/tenant: <name>``. No I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import typing as t
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.tenant_model import (
+    TENANT_LABEL,
+    Autoscaling,
+    PrometheusSettings,
+    Tenant,
+    TenantModel,
+)
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "gpuaas.platform"
+COMPONENT_LABEL = "gpuaas.io/component"
+COMPONENT_VALUE = "tenants"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+OPENSHIFT_KUEUE_LABEL = "kueue.openshift.io/managed"
+KUEUE_V = "kueue.x-k8s.io/v1beta2"
+KEDA_V = "keda.sh/v1alpha1"
+RBAC_V = "rbac.authorization.k8s.io/v1"
+VAP_V = "admissionregistration.k8s.io/v1"
+
+QUEUE_READER_ROLE = "gpuaas-tenant-queue-reader"
+POLICY_NAME = "gpuaas-require-kueue-queue"
+PROMETHEUS_AUTH_NAME = "gpuaas-prometheus"
+DEFAULT_QUEUE = "default"
+
+# Kinds this module manages, in (apiVersion, kind) form: the prune scope of the tenants module.
+MANAGED_KINDS: t.Tuple[t.Tuple[str, str], ...] = (
+    ("v1", "Namespace"),
+    (KUEUE_V, "ResourceFlavor"),
+    (KUEUE_V, "Cohort"),
+    (KUEUE_V, "WorkloadPriorityClass"),
+    (KUEUE_V, "ClusterQueue"),
+    (KUEUE_V, "LocalQueue"),
+    (RBAC_V, "ClusterRole"),
+    (RBAC_V, "ClusterRoleBinding"),
+    (RBAC_V, "RoleBinding"),
+    (VAP_V, "ValidatingAdmissionPolicy"),
+    (VAP_V, "ValidatingAdmissionPolicyBinding"),
+    ("v1", "Secret"),
+    (KEDA_V, "ClusterTriggerAuthentication"),
+    (KEDA_V, "ScaledObject"),
+)
+
+
+def labels_for(tenant: t.Optional[str] = None, extra: t.Optional[t.Mapping[str, str]] = None) -> t.Dict[str, str]:
+    """Ownership labels (plus ``extra``) of an object built here."""
+    labels = dict(extra or {})
+    labels[MANAGED_BY_LABEL] = MANAGED_BY_VALUE
+    labels[COMPONENT_LABEL] = COMPONENT_VALUE
+    if tenant:
+        labels[TENANT_LABEL] = tenant
+    return labels
+
+
+def _meta(name: str, tenant: t.Optional[str] = None, namespace: t.Optional[str] = None,
+          extra_labels: t.Optional[t.Mapping[str, str]] = None) -> t.Dict[str, t.Any]:
+    meta: t.Dict[str, t.Any] = {"name": name, "labels": labels_for(tenant, extra_labels)}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+# -- Kueue objects (v1beta2) -------------------------------------------------------------------------------
+
+def resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]] = None,
+                    node_taints: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
+                    tolerations: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
+                    topology_name: t.Optional[str] = None) -> t.Dict[str, t.Any]:
+    spec: t.Dict[str, t.Any] = {}
+    if node_labels:
+        spec["nodeLabels"] = dict(node_labels)
+    if node_taints:
+        spec["nodeTaints"] = [dict(x) for x in node_taints]
+    if tolerations:
+        spec["tolerations"] = [dict(x) for x in tolerations]
+    if topology_name:
+        spec["topologyName"] = topology_name
+    return {"apiVersion": KUEUE_V, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": spec}
+
+
+def cohort(name: str, parent: t.Optional[str] = None, fair_sharing_weight: t.Optional[str] = None) -> t.Dict[str, t.Any]:
+    spec: t.Dict[str, t.Any] = {}
+    if parent:
+        spec["parentName"] = parent
+    if fair_sharing_weight is not None:
+        spec["fairSharing"] = {"weight": fair_sharing_weight}
+    return {"apiVersion": KUEUE_V, "kind": "Cohort", "metadata": _meta(name), "spec": spec}
+
+
+def workload_priority_class(name: str, value: int, description: t.Optional[str] = None) -> t.Dict[str, t.Any]:
+    obj: t.Dict[str, t.Any] = {"apiVersion": KUEUE_V, "kind": "WorkloadPriorityClass", "metadata": _meta(name),
+                               "value": value}
+    if description:
+        obj["description"] = description
+    return obj
+
+
+def resource_groups(tenant: Tenant) -> t.List[t.Dict[str, t.Any]]:
+    """Kueue resourceGroups for a tenant's quotas.
+
+    Kueue wants every resource in exactly one group and every flavor of a group to list exactly the
+    group's covered resources. Flavors sharing a resource are grouped together (connected components,
+    inventory order kept); a flavor that lacks one of its group's resources gets a quota of 0 for it.
+    """
+    groups: t.List[t.Dict[str, t.Any]] = []  # each: {"resources": [..], "quotas": [Quota]}
+    for quota in tenant.quotas:
+        names = list(quota.resources)
+        touching = [g for g in groups if set(g["resources"]) & set(names)]
+        if touching:
+            merged = touching[0]
+            for other in touching[1:]:
+                for res in other["resources"]:
+                    if res not in merged["resources"]:
+                        merged["resources"].append(res)
+                merged["quotas"].extend(other["quotas"])
+                groups.remove(other)
+        else:
+            merged = {"resources": [], "quotas": []}
+            groups.append(merged)
+        for res in names:
+            if res not in merged["resources"]:
+                merged["resources"].append(res)
+        merged["quotas"].append(quota)
+    out = []
+    for group in groups:
+        order = {q.flavor: i for i, q in enumerate(tenant.quotas)}
+        flavors = []
+        for quota in sorted(group["quotas"], key=lambda q: order[q.flavor]):
+            resources = []
+            for res in group["resources"]:
+                entry: t.Dict[str, t.Any] = {"name": res, "nominalQuota": quota.resources.get(res, "0")}
+                if res in quota.borrowing_limit:
+                    entry["borrowingLimit"] = quota.borrowing_limit[res]
+                if res in quota.lending_limit:
+                    entry["lendingLimit"] = quota.lending_limit[res]
+                resources.append(entry)
+            flavors.append({"name": quota.flavor, "resources": resources})
+        out.append({"coveredResources": list(group["resources"]), "flavors": flavors})
+    return out
+
+
+def cluster_queue(tenant: Tenant, draining: bool = False) -> t.Dict[str, t.Any]:
+    """The tenant's ClusterQueue (named like the tenant); ``draining`` sets stopPolicy HoldAndDrain."""
+    spec: t.Dict[str, t.Any] = {
+        "namespaceSelector": {"matchLabels": {TENANT_LABEL: tenant.name}},
+        "resourceGroups": resource_groups(tenant),
+    }
+    if tenant.cohort:
+        spec["cohortName"] = tenant.cohort
+    if tenant.queueing_strategy:
+        spec["queueingStrategy"] = tenant.queueing_strategy
+    if tenant.fair_sharing_weight is not None:
+        spec["fairSharing"] = {"weight": tenant.fair_sharing_weight}
+    pre = tenant.preemption
+    preemption: t.Dict[str, t.Any] = {}
+    if pre.reclaim_within_cohort:
+        preemption["reclaimWithinCohort"] = pre.reclaim_within_cohort
+    if pre.within_cluster_queue:
+        preemption["withinClusterQueue"] = pre.within_cluster_queue
+    if pre.borrow_policy:
+        borrow: t.Dict[str, t.Any] = {"policy": pre.borrow_policy}
+        if pre.borrow_max_priority_threshold is not None:
+            borrow["maxPriorityThreshold"] = pre.borrow_max_priority_threshold
+        preemption["borrowWithinCohort"] = borrow
+    if preemption:
+        spec["preemption"] = preemption
+    if draining:
+        spec["stopPolicy"] = "HoldAndDrain"
+    if not spec["resourceGroups"]:
+        del spec["resourceGroups"]
+    return {"apiVersion": KUEUE_V, "kind": "ClusterQueue", "metadata": _meta(tenant.name, tenant.name), "spec": spec}
+
+
+def local_queue(name: str, namespace: str, cluster_queue_name: str, tenant: str) -> t.Dict[str, t.Any]:
+    return {"apiVersion": KUEUE_V, "kind": "LocalQueue", "metadata": _meta(name, tenant, namespace),
+            "spec": {"clusterQueue": cluster_queue_name}}
+
+
+# -- namespaces and RBAC -----------------------------------------------------------------------------------
+
+def namespace(name: str, tenant: Tenant, platform: str = "kubernetes") -> t.Dict[str, t.Any]:
+    extra = dict(tenant.labels)
+    if platform == "openshift":
+        extra[OPENSHIFT_KUEUE_LABEL] = "true"
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, tenant.name, extra_labels=extra)}
+
+
+def _subjects(groups: t.Sequence[str], users: t.Sequence[str]) -> t.List[t.Dict[str, str]]:
+    out = [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": g} for g in groups]
+    out.extend({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": u} for u in users)
+    return out
+
+
+def role_binding(name: str, namespace: str, cluster_role: str, subjects: t.List[t.Dict[str, str]],
+                 tenant: str) -> t.Dict[str, t.Any]:
+    return {"apiVersion": RBAC_V, "kind": "RoleBinding", "metadata": _meta(name, tenant, namespace),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+            "subjects": subjects}
+
+
+def queue_reader_cluster_role() -> t.Dict[str, t.Any]:
+    """Read LocalQueues and Workloads; aggregated into admin/edit/view so tenant bindings include it.
+
+    It grants no verb on ClusterQueues: tenants can never change them.
+    """
+    extra = {"rbac.authorization.k8s.io/aggregate-to-admin": "true",
+             "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+             "rbac.authorization.k8s.io/aggregate-to-view": "true"}
+    return {"apiVersion": RBAC_V, "kind": "ClusterRole", "metadata": _meta(QUEUE_READER_ROLE, extra_labels=extra),
+            "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "localqueues/status",
+                                                                       "workloads", "workloads/status"],
+                       "verbs": ["get", "list", "watch"]}]}
+
+
+def tenant_cluster_role(tenant: Tenant) -> t.Dict[str, t.Any]:
+    """Read-only access to the tenant's own ClusterQueue and the shared flavors/priorities/cohorts."""
+    name = "gpuaas-tenant-%s" % tenant.name
+    return {"apiVersion": RBAC_V, "kind": "ClusterRole", "metadata": _meta(name, tenant.name),
+            "rules": [
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "clusterqueues/status"],
+                 "resourceNames": [tenant.name], "verbs": ["get", "watch"]},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["resourceflavors", "workloadpriorityclasses", "cohorts"],
+                 "verbs": ["get", "list", "watch"]},
+            ]}
+
+
+def tenant_cluster_role_binding(tenant: Tenant, subjects: t.List[t.Dict[str, str]]) -> t.Dict[str, t.Any]:
+    name = "gpuaas-tenant-%s" % tenant.name
+    return {"apiVersion": RBAC_V, "kind": "ClusterRoleBinding", "metadata": _meta(name, tenant.name),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": subjects}
+
+
+# -- admission policy ----------------------------------------------------------------------------------------
+
+GPU_PREFIXES = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
+_GPU_PREFIX_CEL = " || ".join("k.startsWith('%s')" % p for p in GPU_PREFIXES)
+_CONTAINER_GPU_CEL = (
+    "(has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, %s)) || "
+    "(has(c.resources.requests) && c.resources.requests.exists(k, %s))))" % (_GPU_PREFIX_CEL, _GPU_PREFIX_CEL))
+
+
+def admission_policy() -> t.List[t.Dict[str, t.Any]]:
+    """ValidatingAdmissionPolicy + Binding: GPU Pods/Jobs/Deployments/StatefulSets in tenant namespaces need a queue.
+
+    Pods created by a Job (or a JobSet, RayCluster, ... owner) are admitted: their owner went through Kueue.
+    """
+    variables = [
+        {"name": "podSpec", "expression": "object.kind == 'Pod' ? object.spec : object.spec.template.spec"},
+        {"name": "wantsGpu", "expression":
+            "variables.podSpec.containers.exists(c, %s) || "
+            "(has(variables.podSpec.initContainers) && variables.podSpec.initContainers.exists(c, %s))"
+            % (_CONTAINER_GPU_CEL, _CONTAINER_GPU_CEL)},
+        {"name": "hasQueue", "expression":
+            "has(object.metadata.labels) && '%s' in object.metadata.labels && "
+            "object.metadata.labels['%s'] != ''" % (QUEUE_LABEL, QUEUE_LABEL)},
+        {"name": "ownedByWorkload", "expression":
+            "object.kind == 'Pod' && has(object.metadata.ownerReferences) && "
+            "object.metadata.ownerReferences.exists(o, o.kind in ['Job', 'JobSet', 'RayCluster', 'RayJob', "
+            "'PyTorchJob', 'TFJob', 'MPIJob', 'XGBoostJob', 'PaddleJob', 'JAXJob', 'TrainJob', 'LeaderWorkerSet', "
+            "'AppWrapper', 'Workload'])"},
+    ]
+    message = ("'GPU workloads in tenant namespace ' + request.namespace + ' must go through Kueue: add the label "
+               "%s: %s (or another LocalQueue of this namespace: kubectl get localqueues -n ' + request.namespace "
+               "+ ') to the ' + object.kind + ' metadata.labels.'" % (QUEUE_LABEL, DEFAULT_QUEUE))
+    policy = {
+        "apiVersion": VAP_V, "kind": "ValidatingAdmissionPolicy", "metadata": _meta(POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
+                    {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                     "resources": ["jobs"]},
+                    {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                     "resources": ["deployments", "statefulsets"]},
+                ],
+            },
+            "variables": variables,
+            "validations": [{
+                "expression": "!variables.wantsGpu || variables.hasQueue || variables.ownedByWorkload",
+                "messageExpression": message,
+                "reason": "Forbidden",
+                "message": "GPU workloads in tenant namespaces must go through Kueue: add the label "
+                           "%s: %s" % (QUEUE_LABEL, DEFAULT_QUEUE),
+            }],
+        },
+    }
+    binding = {
+        "apiVersion": VAP_V, "kind": "ValidatingAdmissionPolicyBinding", "metadata": _meta(POLICY_NAME),
+        "spec": {
+            "policyName": POLICY_NAME,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchExpressions": [
+                {"key": TENANT_LABEL, "operator": "Exists"}]}},
+        },
+    }
+    return [policy, binding]
+
+
+# -- KEDA ----------------------------------------------------------------------------------------------------
+
+def prometheus_auth(settings: PrometheusSettings, token: t.Optional[str], ca_data: t.Optional[str],
+                    keda_namespace: str) -> t.List[t.Dict[str, t.Any]]:
+    """Secret (in KEDA's namespace) + ClusterTriggerAuthentication for an authenticated Prometheus.
+
+    Cluster-scoped so the token never lands in a tenant namespace (tenant users may read their Secrets).
+    Empty when neither a token nor a CA is configured.
+    """
+    if not token and not ca_data:
+        return []
+    data: t.Dict[str, str] = {}
+    refs = []
+    if token:
+        data["bearerToken"] = base64.b64encode(token.strip().encode()).decode()
+        refs.append({"parameter": "bearerToken", "name": PROMETHEUS_AUTH_NAME, "key": "bearerToken"})
+    if ca_data:
+        data["ca"] = base64.b64encode(ca_data.encode()).decode()
+        refs.append({"parameter": "ca", "name": PROMETHEUS_AUTH_NAME, "key": "ca"})
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": _meta(PROMETHEUS_AUTH_NAME, namespace=keda_namespace),
+              "type": "Opaque", "data": data}
+    auth = {"apiVersion": KEDA_V, "kind": "ClusterTriggerAuthentication", "metadata": _meta(PROMETHEUS_AUTH_NAME),
+            "spec": {"secretTargetRef": refs}}
+    return [secret, auth]
+
+
+def gpu_idle_query(namespace: str, pod_prefix: str, minutes: int) -> str:
+    """Highest GPU utilization (%) of the target's pods over the last ``minutes`` (DCGM, both label styles)."""
+    selectors = ('namespace="%s",pod=~"%s-.*"' % (namespace, pod_prefix),
+                 'exported_namespace="%s",exported_pod=~"%s-.*"' % (namespace, pod_prefix))
+    parts = ["max_over_time(DCGM_FI_DEV_GPU_UTIL{%s}[%dm])" % (s, minutes) for s in selectors]
+    return "max(%s or %s) or vector(0)" % tuple(parts)
+
+
+def scaled_object(name: str, namespace: str, target_kind: str, target_name: str, target_api_version: str,
+                  triggers: t.List[t.Dict[str, t.Any]], min_replicas: int = 0, max_replicas: int = 1,
+                  polling_interval: t.Optional[int] = None, cooldown_period: t.Optional[int] = None,
+                  initial_cooldown_period: t.Optional[int] = None, idle_replica_count: t.Optional[int] = None,
+                  tenant: t.Optional[str] = None, extra_labels: t.Optional[t.Mapping[str, str]] = None
+                  ) -> t.Dict[str, t.Any]:
+    """A KEDA ScaledObject (also used by the ``scaled_object`` module)."""
+    spec: t.Dict[str, t.Any] = {
+        "scaleTargetRef": {"apiVersion": target_api_version, "kind": target_kind, "name": target_name},
+        "minReplicaCount": min_replicas,
+        "maxReplicaCount": max_replicas,
+        "triggers": triggers,
+    }
+    if polling_interval is not None:
+        spec["pollingInterval"] = polling_interval
+    if cooldown_period is not None:
+        spec["cooldownPeriod"] = cooldown_period
+    if initial_cooldown_period is not None:
+        spec["initialCooldownPeriod"] = initial_cooldown_period
+    if idle_replica_count is not None:
+        spec["idleReplicaCount"] = idle_replica_count
+    meta = _meta(name, tenant, namespace, extra_labels)
+    return {"apiVersion": KEDA_V, "kind": "ScaledObject", "metadata": meta, "spec": spec}
+
+
+def prometheus_trigger(server: str, query: str, threshold: str, activation_threshold: t.Optional[str] = None,
+                       authenticated: bool = False, name: t.Optional[str] = None) -> t.Dict[str, t.Any]:
+    metadata: t.Dict[str, str] = {"serverAddress": server, "query": query, "threshold": str(threshold)}
+    if activation_threshold is not None:
+        metadata["activationThreshold"] = str(activation_threshold)
+    trigger: t.Dict[str, t.Any] = {"type": "prometheus", "metadata": metadata}
+    if name:
+        trigger["name"] = name
+    if authenticated:
+        metadata["authModes"] = "bearer"
+        trigger["authenticationRef"] = {"name": PROMETHEUS_AUTH_NAME, "kind": "ClusterTriggerAuthentication"}
+    return trigger
+
+
+def autoscaling_object(tenant: Tenant, auto: Autoscaling, prometheus: PrometheusSettings,
+                       authenticated: bool) -> t.Dict[str, t.Any]:
+    triggers: t.List[t.Dict[str, t.Any]] = []
+    cooldown = None
+    initial = None
+    if auto.idle_after_minutes:
+        # Active while any pod of the target used its GPU above the threshold in the window; the window is
+        # the idle time, so KEDA scales to zero as soon as the query turns inactive (cooldown 60 s), and
+        # never during the first window after start (initialCooldownPeriod).
+        triggers.append(prometheus_trigger(
+            prometheus.url or "", gpu_idle_query(auto.namespace, auto.target_name, auto.idle_after_minutes),
+            threshold="100", activation_threshold=auto.idle_utilization_threshold,
+            authenticated=authenticated, name="gpu-utilization"))
+        if auto.wake_query:
+            triggers.append(prometheus_trigger(prometheus.url or "", auto.wake_query, threshold=auto.wake_threshold,
+                                               activation_threshold="0", authenticated=authenticated, name="wake"))
+        cooldown = 60
+        initial = auto.idle_after_minutes * 60
+    triggers.extend(auto.triggers)
+    return scaled_object(auto.name, auto.namespace, auto.target_kind, auto.target_name, auto.target_api_version,
+                         triggers, auto.min_replicas, auto.max_replicas, auto.polling_interval, cooldown, initial,
+                         tenant=tenant.name)
+
+
+# -- everything ----------------------------------------------------------------------------------------------
+
+def tenant_objects(tenant: Tenant, model: TenantModel, platform: str = "kubernetes",
+                   authenticated_prometheus: bool = False) -> t.List[t.Dict[str, t.Any]]:
+    """Desired objects of one present tenant."""
+    objs: t.List[t.Dict[str, t.Any]] = [namespace(ns, tenant, platform) for ns in tenant.namespaces]
+    objs.append(cluster_queue(tenant))
+    admins = _subjects(tenant.access.admin_groups, tenant.access.admin_users)
+    users = _subjects(tenant.access.user_groups, tenant.access.user_users)
+    for ns in tenant.namespaces:
+        objs.append(local_queue(DEFAULT_QUEUE, ns, tenant.name, tenant.name))
+        if admins:
+            objs.append(role_binding("gpuaas-admins", ns, "admin", admins, tenant.name))
+        if users:
+            objs.append(role_binding("gpuaas-users", ns, "edit", users, tenant.name))
+    for queue in tenant.queues:
+        for ns in queue.namespaces:
+            objs.append(local_queue(queue.name, ns, tenant.name, tenant.name))
+    if admins or users:
+        objs.append(tenant_cluster_role(tenant))
+        objs.append(tenant_cluster_role_binding(tenant, admins + users))
+    for auto in tenant.autoscaling:
+        objs.append(autoscaling_object(tenant, auto, model.prometheus, authenticated_prometheus))
+    return objs
+
+
+def shared_objects(model: TenantModel, prometheus_token: t.Optional[str] = None,
+                   prometheus_ca: t.Optional[str] = None, keda_namespace: str = "keda") -> t.List[t.Dict[str, t.Any]]:
+    objs: t.List[t.Dict[str, t.Any]] = []
+    objs.extend(resource_flavor(f.name, f.node_labels, f.node_taints, f.tolerations, f.topology_name)
+                for f in model.flavors)
+    objs.extend(cohort(c.name, c.parent, c.fair_sharing_weight) for c in model.cohorts)
+    objs.extend(workload_priority_class(p.name, p.value, p.description) for p in model.priorities)
+    if model.present_tenants:
+        objs.append(queue_reader_cluster_role())
+        objs.extend(admission_policy())
+    if any(t_.autoscaling for t_ in model.present_tenants):
+        objs.extend(prometheus_auth(model.prometheus, prometheus_token, prometheus_ca, keda_namespace))
+    return objs
+
+
+def desired_objects(model: TenantModel, platform: str = "kubernetes", prometheus_token: t.Optional[str] = None,
+                    prometheus_ca: t.Optional[str] = None, keda_namespace: str = "keda") -> t.List[t.Dict[str, t.Any]]:
+    """Every object the inventory asks for (present tenants only; absent tenants are offboarded by the module)."""
+    objs = shared_objects(model, prometheus_token, prometheus_ca, keda_namespace)
+    authenticated = bool(prometheus_token or prometheus_ca)
+    for tenant in model.present_tenants:
+        objs.extend(tenant_objects(tenant, model, platform, authenticated))
+    return objs
