@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import typing as t
 
+from ansible_collections.gpuaas.platform.plugins.module_utils import kueue_builders as kb
 from ansible_collections.gpuaas.platform.plugins.module_utils.tenant_model import (
     TENANT_LABEL,
     Autoscaling,
@@ -84,39 +85,22 @@ def _meta(name: str, tenant: t.Optional[str] = None, namespace: t.Optional[str] 
     return meta
 
 
-# -- Kueue objects (v1beta2) -------------------------------------------------------------------------------
+# -- Kueue objects (v1beta2, built by the shared kueue_builders) -------------------------------------------
 
 def resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]] = None,
                     node_taints: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
                     tolerations: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
                     topology_name: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    spec: t.Dict[str, t.Any] = {}
-    if node_labels:
-        spec["nodeLabels"] = dict(node_labels)
-    if node_taints:
-        spec["nodeTaints"] = [dict(x) for x in node_taints]
-    if tolerations:
-        spec["tolerations"] = [dict(x) for x in tolerations]
-    if topology_name:
-        spec["topologyName"] = topology_name
-    return {"apiVersion": KUEUE_V, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": spec}
+    return kb.resource_flavor(name, node_labels=node_labels or None, node_taints=node_taints or None,
+                              tolerations=tolerations or None, topology_name=topology_name, labels=labels_for())
 
 
 def cohort(name: str, parent: t.Optional[str] = None, fair_sharing_weight: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    spec: t.Dict[str, t.Any] = {}
-    if parent:
-        spec["parentName"] = parent
-    if fair_sharing_weight is not None:
-        spec["fairSharing"] = {"weight": fair_sharing_weight}
-    return {"apiVersion": KUEUE_V, "kind": "Cohort", "metadata": _meta(name), "spec": spec}
+    return kb.cohort(name, parent=parent, fair_sharing_weight=fair_sharing_weight, labels=labels_for())
 
 
 def workload_priority_class(name: str, value: int, description: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    obj: t.Dict[str, t.Any] = {"apiVersion": KUEUE_V, "kind": "WorkloadPriorityClass", "metadata": _meta(name),
-                               "value": value}
-    if description:
-        obj["description"] = description
-    return obj
+    return kb.workload_priority_class(name, value, description=description, labels=labels_for())
 
 
 def resource_groups(tenant: Tenant) -> t.List[t.Dict[str, t.Any]]:
@@ -145,59 +129,50 @@ def resource_groups(tenant: Tenant) -> t.List[t.Dict[str, t.Any]]:
             if res not in merged["resources"]:
                 merged["resources"].append(res)
         merged["quotas"].append(quota)
+    order = {q.flavor: i for i, q in enumerate(tenant.quotas)}
     out = []
     for group in groups:
-        order = {q.flavor: i for i, q in enumerate(tenant.quotas)}
         flavors = []
         for quota in sorted(group["quotas"], key=lambda q: order[q.flavor]):
             resources = []
             for res in group["resources"]:
-                entry: t.Dict[str, t.Any] = {"name": res, "nominalQuota": quota.resources.get(res, "0")}
+                entry: t.Dict[str, t.Any] = {"name": res, "nominal_quota": quota.resources.get(res, "0")}
                 if res in quota.borrowing_limit:
-                    entry["borrowingLimit"] = quota.borrowing_limit[res]
+                    entry["borrowing_limit"] = quota.borrowing_limit[res]
                 if res in quota.lending_limit:
-                    entry["lendingLimit"] = quota.lending_limit[res]
+                    entry["lending_limit"] = quota.lending_limit[res]
                 resources.append(entry)
             flavors.append({"name": quota.flavor, "resources": resources})
-        out.append({"coveredResources": list(group["resources"]), "flavors": flavors})
+        out.append({"covered_resources": list(group["resources"]), "flavors": flavors})
     return out
 
 
 def cluster_queue(tenant: Tenant, draining: bool = False) -> t.Dict[str, t.Any]:
     """The tenant's ClusterQueue (named like the tenant); ``draining`` sets stopPolicy HoldAndDrain."""
-    spec: t.Dict[str, t.Any] = {
-        "namespaceSelector": {"matchLabels": {TENANT_LABEL: tenant.name}},
-        "resourceGroups": resource_groups(tenant),
-    }
-    if tenant.cohort:
-        spec["cohortName"] = tenant.cohort
-    if tenant.queueing_strategy:
-        spec["queueingStrategy"] = tenant.queueing_strategy
-    if tenant.fair_sharing_weight is not None:
-        spec["fairSharing"] = {"weight": tenant.fair_sharing_weight}
     pre = tenant.preemption
     preemption: t.Dict[str, t.Any] = {}
     if pre.reclaim_within_cohort:
-        preemption["reclaimWithinCohort"] = pre.reclaim_within_cohort
+        preemption["reclaim_within_cohort"] = pre.reclaim_within_cohort
     if pre.within_cluster_queue:
-        preemption["withinClusterQueue"] = pre.within_cluster_queue
+        preemption["within_cluster_queue"] = pre.within_cluster_queue
     if pre.borrow_policy:
         borrow: t.Dict[str, t.Any] = {"policy": pre.borrow_policy}
         if pre.borrow_max_priority_threshold is not None:
-            borrow["maxPriorityThreshold"] = pre.borrow_max_priority_threshold
-        preemption["borrowWithinCohort"] = borrow
-    if preemption:
-        spec["preemption"] = preemption
-    if draining:
-        spec["stopPolicy"] = "HoldAndDrain"
-    if not spec["resourceGroups"]:
-        del spec["resourceGroups"]
-    return {"apiVersion": KUEUE_V, "kind": "ClusterQueue", "metadata": _meta(tenant.name, tenant.name), "spec": spec}
+            borrow["max_priority_threshold"] = pre.borrow_max_priority_threshold
+        preemption["borrow_within_cohort"] = borrow
+    obj = kb.cluster_queue(
+        tenant.name, resource_groups=resource_groups(tenant), cohort=tenant.cohort,
+        namespace_selector={"matchLabels": {TENANT_LABEL: tenant.name}},
+        queueing_strategy=tenant.queueing_strategy, preemption=preemption or None,
+        fair_sharing_weight=tenant.fair_sharing_weight, stop_policy="HoldAndDrain" if draining else None,
+        labels=labels_for(tenant.name))
+    if not obj["spec"].get("resourceGroups"):
+        obj["spec"].pop("resourceGroups", None)
+    return obj
 
 
 def local_queue(name: str, namespace: str, cluster_queue_name: str, tenant: str) -> t.Dict[str, t.Any]:
-    return {"apiVersion": KUEUE_V, "kind": "LocalQueue", "metadata": _meta(name, tenant, namespace),
-            "spec": {"clusterQueue": cluster_queue_name}}
+    return kb.local_queue(name, namespace, cluster_queue=cluster_queue_name, labels=labels_for(tenant))
 
 
 # -- namespaces and RBAC -----------------------------------------------------------------------------------
