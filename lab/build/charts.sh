@@ -36,4 +36,13 @@ copy_chart() {  # name module@version subdir
 copy_chart kueue "sigs.k8s.io/kueue@${KUEUE_VERSION}" charts/kueue
 copy_chart gpu-operator "github.com/NVIDIA/gpu-operator@${GPU_OPERATOR_VERSION}" deployments/gpu-operator
 copy_chart keda "github.com/kedacore/charts@${KEDA_VERSION}+incompatible" keda
-ls "$OUT/share/charts"
+
+# The GPU Operator's OLM bundle (the real ClusterServiceVersion with its alm-examples) for the lab's
+# OLM simulator (lab/simulators/olm_simulator.py --bundle-dir $OUT/share/olm-bundles).
+gpu_mod=$(moddir "github.com/NVIDIA/gpu-operator@${GPU_OPERATOR_VERSION}")
+bundle=$(ls -d "$gpu_mod"/bundle/v*/ | sort -V | tail -1)
+rm -rf "$OUT/share/olm-bundles/gpu-operator-certified"
+mkdir -p "$OUT/share/olm-bundles/gpu-operator-certified"
+cp "$bundle"manifests/gpu-operator-certified.clusterserviceversion.yaml "$OUT/share/olm-bundles/gpu-operator-certified/"
+chmod -R u+w "$OUT/share/olm-bundles"
+ls "$OUT/share/charts" "$OUT/share/olm-bundles"

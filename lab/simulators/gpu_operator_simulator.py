@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU OPERATOR SIMULATOR for the gpuaas lab -- NOT the NVIDIA GPU Operator or the NFD operator.
+
+The lab's GPU nodes are KWOK fake nodes that already carry the labels and ``nvidia.com/gpu`` capacity
+GPU feature discovery and the device plugin would give them. Nothing runs the operators' controllers,
+so this simulator performs only the status transitions the gpuaas.platform install roles wait for:
+
+- every ``nvidia.com/v1`` ClusterPolicy gets ``status.state: ready`` (and ``status.namespace``, the
+  namespace of the operator Deployment when one is found, else ``gpu-operator``);
+- every ``nvidia.com/v1alpha1`` NVIDIADriver gets ``status.state: ready``;
+- every NodeFeatureDiscovery (``nfd.openshift.io/v1`` and/or ``nfd.k8s-sigs.io/v1alpha1``, whichever
+  the cluster serves) gets an ``Available`` condition.
+
+No DaemonSet, Deployment or node label is created or changed.
+
+Usage:
+  python lab/simulators/gpu_operator_simulator.py --kubeconfig .lab/kubeconfig [--once] [--interval 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import os
+import sys
+import time
+import typing as t
+
+from kubernetes import config
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+LOG = logging.getLogger("gpu-operator-simulator")
+NFD_APIS = (("nfd.openshift.io/v1", "NodeFeatureDiscovery"), ("nfd.k8s-sigs.io/v1alpha1", "NodeFeatureDiscovery"))
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def resource(client: DynamicClient, api_version: str, kind: str) -> t.Any:
+    try:
+        return client.resources.get(api_version=api_version, kind=kind)
+    except ResourceNotFoundError:
+        return None
+
+
+def operator_namespace(client: DynamicClient) -> str:
+    deployments = client.resources.get(api_version="apps/v1", kind="Deployment")
+    for dep in deployments.get(label_selector="app=gpu-operator").to_dict()["items"]:
+        return dep["metadata"]["namespace"]
+    return "gpu-operator"
+
+
+def pass_once(client: DynamicClient) -> int:
+    actions = 0
+    client.resources.invalidate_cache()
+    policies = resource(client, "nvidia.com/v1", "ClusterPolicy")
+    if policies is not None:
+        for obj in policies.get().to_dict()["items"]:
+            if (obj.get("status") or {}).get("state") != "ready":
+                LOG.info("ClusterPolicy %s -> ready", obj["metadata"]["name"])
+                obj["status"] = {"state": "ready", "namespace": operator_namespace(client),
+                                 "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled",
+                                                 "message": "simulated by the gpuaas lab GPU Operator simulator",
+                                                 "lastTransitionTime": now()}]}
+                policies.status.replace(body=obj)
+                actions += 1
+    drivers = resource(client, "nvidia.com/v1alpha1", "NVIDIADriver")
+    if drivers is not None:
+        for obj in drivers.get().to_dict()["items"]:
+            if (obj.get("status") or {}).get("state") != "ready":
+                LOG.info("NVIDIADriver %s -> ready", obj["metadata"]["name"])
+                obj["status"] = {"state": "ready"}
+                drivers.status.replace(body=obj)
+                actions += 1
+    for api_version, kind in NFD_APIS:
+        nfds = resource(client, api_version, kind)
+        if nfds is None:
+            continue
+        for obj in nfds.get().to_dict()["items"]:
+            conditions = (obj.get("status") or {}).get("conditions") or []
+            if any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions):
+                continue
+            LOG.info("%s %s/%s -> Available", kind, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+            body = {"status": {"conditions": [
+                {"type": "Available", "status": "True", "reason": "Simulated", "lastTransitionTime": now(),
+                 "message": "simulated by the gpuaas lab GPU Operator simulator"},
+                {"type": "Degraded", "status": "False", "reason": "Simulated", "lastTransitionTime": now(),
+                 "message": ""}]}}
+            nfds.status.patch(body=body, name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"),
+                              content_type="application/merge-patch+json")
+            actions += 1
+    return actions
+
+
+def main(argv: t.Optional[t.List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    parser.add_argument("--once", action="store_true", help="one pass, then exit")
+    parser.add_argument("--interval", type=float, default=2.0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s gpu-operator-simulator %(message)s")
+    client = DynamicClient(config.new_client_from_config(config_file=args.kubeconfig))
+    while True:
+        try:
+            pass_once(client)
+        except Exception as exc:  # keep the loop alive; a transient API error is retried next pass
+            if args.once:
+                raise
+            LOG.warning("pass failed: %s", exc)
+        if args.once:
+            return 0
+        time.sleep(args.interval)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

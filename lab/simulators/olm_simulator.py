@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""OLM SIMULATOR for the gpuaas lab -- NOT Operator Lifecycle Manager.
+
+The lab has the real OLM CRDs but no OLM controllers and no catalog. This simulator performs only the
+status transitions the gpuaas.platform install roles wait for, nothing else:
+
+1. A Subscription (operators.coreos.com/v1alpha1) without an InstallPlan gets one:
+   InstallPlan ``sim-<subscription>-<n>`` in the same namespace listing the CSV to install
+   (``spec.startingCSV`` when set, else the CSV of a bundle in --bundle-dir for that package, else
+   ``<package>.v0.0.0-sim``), ``spec.approval`` copied from ``installPlanApproval``, ``spec.approved``
+   true only for Automatic. The Subscription's status points at it (``installPlanRef``, ``state``).
+2. An approved InstallPlan whose phase is not Complete yields its ClusterServiceVersion: the bundle's
+   real CSV (with its ``alm-examples``) when --bundle-dir has one for the package, else a minimal CSV.
+   The CSV is set to ``status.phase: Succeeded``, the InstallPlan to ``Complete`` and the Subscription
+   to ``AtLatestKnown`` with ``installedCSV``.
+3. Like OLM installing a bundle's CRDs, every CRD the CSV owns (``spec.customresourcedefinitions.owned``)
+   that the cluster does not serve yet is created as a permissive CRD (any spec/status accepted),
+   labelled ``lab.gpuaas.io/simulated-by=olm-simulator`` so it can be told apart and removed.
+
+No operator Deployment is created or run: operands (ClusterPolicy, Kueue, KedaController, ...) get no
+controller from this simulator (see gpu_operator_simulator.py for the ClusterPolicy status).
+
+Usage:
+  python lab/simulators/olm_simulator.py --kubeconfig .lab/kubeconfig [--bundle-dir DIR] [--once]
+  --once   run one reconciliation pass over all Subscriptions/InstallPlans and exit (tests)
+  default  loop forever, one pass every --interval seconds (lab.sh starts it like this)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import logging
+import os
+import sys
+import time
+import typing as t
+
+import yaml
+from kubernetes import config
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+LOG = logging.getLogger("olm-simulator")
+OLM = "operators.coreos.com/v1alpha1"
+SIM_LABEL = "lab.gpuaas.io/simulated-by"
+SIM_VALUE = "olm-simulator"
+
+# Minimal CSVs for packages the lab has no real bundle for: the kinds each operator owns (what the
+# gpuaas install roles create as operands after the CSV has succeeded) and an alm-examples entry.
+KNOWN_PACKAGES: t.Dict[str, t.Dict[str, t.Any]] = {
+    "nfd": {
+        "owned": [("nodefeaturediscoveries.nfd.openshift.io", "nfd.openshift.io", "v1", "NodeFeatureDiscovery",
+                   "nodefeaturediscoveries", "Namespaced")],
+        "example": {"apiVersion": "nfd.openshift.io/v1", "kind": "NodeFeatureDiscovery",
+                    "metadata": {"name": "nfd-instance"}, "spec": {"operand": {"servicePort": 12000}}},
+    },
+    "kueue-operator": {
+        "owned": [("kueues.kueue.openshift.io", "kueue.openshift.io", "v1", "Kueue", "kueues", "Cluster")],
+        "example": {"apiVersion": "kueue.openshift.io/v1", "kind": "Kueue", "metadata": {"name": "cluster"},
+                    "spec": {"managementState": "Managed",
+                             "config": {"integrations": {"frameworks": ["BatchJob"]}}}},
+    },
+    "openshift-custom-metrics-autoscaler-operator": {
+        "owned": [("kedacontrollers.keda.sh", "keda.sh", "v1alpha1", "KedaController", "kedacontrollers",
+                   "Namespaced")],
+        "example": {"apiVersion": "keda.sh/v1alpha1", "kind": "KedaController", "metadata": {"name": "keda"},
+                    "spec": {"watchNamespace": ""}},
+    },
+    "openshift-cert-manager-operator": {"owned": [], "example": None},
+}
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Simulator:
+    def __init__(self, client: DynamicClient, bundle_dir: t.Optional[str]) -> None:
+        self.client = client
+        self.bundles = self._load_bundles(bundle_dir)
+        self.subs = client.resources.get(api_version=OLM, kind="Subscription")
+        self.plans = client.resources.get(api_version=OLM, kind="InstallPlan")
+        self.csvs = client.resources.get(api_version=OLM, kind="ClusterServiceVersion")
+        self.crds = client.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+
+    @staticmethod
+    def _load_bundles(bundle_dir: t.Optional[str]) -> t.Dict[str, t.Dict[str, t.Any]]:
+        bundles: t.Dict[str, t.Dict[str, t.Any]] = {}
+        if not bundle_dir:
+            return bundles
+        for path in sorted(glob.glob(os.path.join(bundle_dir, "*", "*.clusterserviceversion.yaml"))):
+            with open(path, encoding="utf-8") as handle:
+                bundles[os.path.basename(os.path.dirname(path))] = yaml.safe_load(handle)
+        return bundles
+
+    # ---- CSV content -------------------------------------------------------------------------
+    def csv_name_for(self, sub: t.Dict[str, t.Any]) -> str:
+        spec = sub["spec"]
+        if spec.get("startingCSV"):
+            return spec["startingCSV"]
+        bundle = self.bundles.get(spec["name"])
+        if bundle:
+            return bundle["metadata"]["name"]
+        return "%s.v0.0.0-sim" % spec["name"]
+
+    def csv_manifest(self, package: str, name: str, namespace: str) -> t.Dict[str, t.Any]:
+        bundle = self.bundles.get(package)
+        if bundle:
+            csv = json.loads(json.dumps(bundle))
+            csv["metadata"] = {"name": name, "namespace": namespace,
+                               "annotations": dict(bundle["metadata"].get("annotations") or {})}
+        else:
+            known = KNOWN_PACKAGES.get(package, {"owned": [], "example": None})
+            owned = [{"name": o[0], "version": o[2], "kind": o[3], "displayName": o[3]} for o in known["owned"]]
+            csv = {
+                "apiVersion": OLM, "kind": "ClusterServiceVersion",
+                "metadata": {"name": name, "namespace": namespace, "annotations": {
+                    "alm-examples": json.dumps([known["example"]] if known["example"] else [])}},
+                "spec": {"displayName": package, "version": name.split(".v", 1)[-1] if ".v" in name else "0.0.0",
+                         "install": {"strategy": "deployment", "spec": {"deployments": []}},
+                         "customresourcedefinitions": {"owned": owned}},
+            }
+        csv["metadata"].setdefault("labels", {})[SIM_LABEL] = SIM_VALUE
+        csv["metadata"]["annotations"]["lab.gpuaas.io/simulated"] = "true"
+        csv.pop("status", None)
+        return csv
+
+    def ensure_owned_crds(self, package: str, csv: t.Dict[str, t.Any]) -> None:
+        known = {o[0]: o for o in KNOWN_PACKAGES.get(package, {}).get("owned", [])}
+        for owned in (csv.get("spec", {}).get("customresourcedefinitions", {}) or {}).get("owned", []) or []:
+            name = owned["name"]
+            try:
+                self.crds.get(name=name)
+                continue
+            except NotFoundError:
+                pass
+            plural, group = name.split(".", 1)
+            scope = known[name][5] if name in known else "Namespaced"
+            crd = {
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": name, "labels": {SIM_LABEL: SIM_VALUE}},
+                "spec": {"group": group, "scope": scope,
+                         "names": {"plural": plural, "singular": owned["kind"].lower(), "kind": owned["kind"],
+                                   "listKind": owned["kind"] + "List"},
+                         "versions": [{"name": owned["version"], "served": True, "storage": True,
+                                       "subresources": {"status": {}},
+                                       "schema": {"openAPIV3Schema": {
+                                           "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+            }
+            LOG.info("creating permissive CRD %s owned by CSV %s", name, csv["metadata"]["name"])
+            self.crds.create(body=crd)
+
+    # ---- one pass ----------------------------------------------------------------------------
+    def pass_once(self) -> int:
+        actions = 0
+        for sub in self.subs.get().to_dict()["items"]:
+            actions += self.reconcile_subscription(sub)
+        for plan in self.plans.get().to_dict()["items"]:
+            actions += self.reconcile_plan(plan)
+        return actions
+
+    def reconcile_subscription(self, sub: t.Dict[str, t.Any]) -> int:
+        status = sub.get("status") or {}
+        meta = sub["metadata"]
+        if status.get("installPlanRef"):
+            try:
+                self.plans.get(name=status["installPlanRef"]["name"], namespace=meta["namespace"])
+                return 0
+            except NotFoundError:
+                pass  # plan removed: make a new one, as OLM would
+        approval = sub["spec"].get("installPlanApproval") or "Automatic"
+        csv_name = self.csv_name_for(sub)
+        existing = [p for p in self.plans.get(namespace=meta["namespace"]).to_dict()["items"]
+                    if p["metadata"]["name"].startswith("sim-%s-" % meta["name"])]
+        plan_name = "sim-%s-%d" % (meta["name"], len(existing) + 1)
+        plan = {
+            "apiVersion": OLM, "kind": "InstallPlan",
+            "metadata": {"name": plan_name, "namespace": meta["namespace"],
+                         "labels": {SIM_LABEL: SIM_VALUE,
+                                    "operators.coreos.com/%s.%s" % (sub["spec"]["name"], meta["namespace"]): ""},
+                         "ownerReferences": [{"apiVersion": OLM, "kind": "Subscription", "name": meta["name"],
+                                              "uid": meta["uid"]}]},
+            "spec": {"approval": approval, "approved": approval == "Automatic",
+                     "clusterServiceVersionNames": [csv_name], "generation": 1},
+        }
+        LOG.info("subscription %s/%s: creating InstallPlan %s for %s (%s)",
+                 meta["namespace"], meta["name"], plan_name, csv_name, approval)
+        created = self.plans.create(body=plan).to_dict()
+        created["status"] = {"phase": "RequiresApproval" if approval == "Manual" else "Installing",
+                             "catalogSources": [sub["spec"]["source"]]}
+        self.plans.status.replace(body=created)
+        sub_status = {
+            "lastUpdated": now(),
+            "state": "UpgradePending",
+            "currentCSV": csv_name,
+            "installPlanApproval": approval,
+            "installPlanRef": {"apiVersion": OLM, "kind": "InstallPlan", "name": plan_name,
+                               "namespace": meta["namespace"], "uid": created["metadata"]["uid"]},
+            "installplan": {"apiVersion": OLM, "kind": "InstallPlan", "name": plan_name, "uuid": created["metadata"]["uid"]},
+        }
+        self.subs.status.patch(body={"status": sub_status}, name=meta["name"], namespace=meta["namespace"],
+                               content_type="application/merge-patch+json")
+        return 1
+
+    def reconcile_plan(self, plan: t.Dict[str, t.Any]) -> int:
+        meta = plan["metadata"]
+        if (meta.get("labels") or {}).get(SIM_LABEL) != SIM_VALUE:
+            return 0
+        if not plan["spec"].get("approved") or (plan.get("status") or {}).get("phase") == "Complete":
+            return 0
+        owner = next((o for o in meta.get("ownerReferences") or [] if o["kind"] == "Subscription"), None)
+        try:
+            sub = self.subs.get(name=owner["name"], namespace=meta["namespace"]).to_dict() if owner else None
+        except NotFoundError:
+            sub = None
+        package = sub["spec"]["name"] if sub else ""
+        for csv_name in plan["spec"]["clusterServiceVersionNames"]:
+            manifest = self.csv_manifest(package, csv_name, meta["namespace"])
+            self.ensure_owned_crds(package, manifest)
+            try:
+                live = self.csvs.get(name=csv_name, namespace=meta["namespace"]).to_dict()
+            except NotFoundError:
+                LOG.info("InstallPlan %s/%s approved: creating CSV %s", meta["namespace"], meta["name"], csv_name)
+                live = self.csvs.create(body=manifest).to_dict()
+            live["status"] = {"phase": "Succeeded", "reason": "InstallSucceeded",
+                              "message": "simulated by the gpuaas lab OLM simulator",
+                              "lastUpdateTime": now(), "lastTransitionTime": now(),
+                              "conditions": [{"phase": "Succeeded", "reason": "InstallSucceeded",
+                                              "lastUpdateTime": now(), "lastTransitionTime": now()}]}
+            self.csvs.status.replace(body=live)
+        plan["status"] = dict(plan.get("status") or {}, phase="Complete",
+                              catalogSources=(plan.get("status") or {}).get("catalogSources") or [])
+        self.plans.status.replace(body=plan)
+        if sub:
+            self.subs.status.patch(
+                body={"status": {"lastUpdated": now(), "state": "AtLatestKnown",
+                                 "installedCSV": plan["spec"]["clusterServiceVersionNames"][-1]}},
+                name=sub["metadata"]["name"], namespace=meta["namespace"],
+                content_type="application/merge-patch+json")
+        return 1
+
+
+def main(argv: t.Optional[t.List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    parser.add_argument("--bundle-dir", help="directory of <package>/<name>.clusterserviceversion.yaml bundles")
+    parser.add_argument("--once", action="store_true", help="one pass, then exit")
+    parser.add_argument("--interval", type=float, default=2.0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s olm-simulator %(message)s")
+    client = DynamicClient(config.new_client_from_config(config_file=args.kubeconfig))
+    try:
+        sim = Simulator(client, args.bundle_dir)
+    except ResourceNotFoundError as exc:
+        LOG.error("the OLM CRDs are not served: %s", exc)
+        return 1
+    while True:
+        try:
+            # A pass can create an InstallPlan that the next pass completes: repeat until quiet.
+            for _ in range(5):
+                if not sim.pass_once():
+                    break
+        except Exception as exc:  # keep the loop alive; a transient API error is retried next pass
+            if args.once:
+                raise
+            LOG.warning("pass failed: %s", exc)
+        if args.once:
+            return 0
+        time.sleep(args.interval)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

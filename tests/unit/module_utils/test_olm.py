@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.olm import (
+    alm_examples,
+    expected_csv,
+    object_differs,
+    operator_group_object,
+    plan_decision,
+    subscription_object,
+    subset_differs,
+)
+
+
+def plan(names, approved=False, name="install-1"):
+    return {"metadata": {"name": name, "namespace": "ns"},
+            "spec": {"clusterServiceVersionNames": names, "approved": approved, "approval": "Manual"}}
+
+
+def sub(installed=None, current=None):
+    status = {}
+    if installed:
+        status["installedCSV"] = installed
+    if current:
+        status["currentCSV"] = current
+    return {"metadata": {"name": "s"}, "status": status}
+
+
+def test_subscription_object_fields():
+    obj = subscription_object("gpu", "nvidia-gpu-operator", "gpu-operator-certified", "v25.3", "certified-operators",
+                              "openshift-marketplace", "gpu-operator-certified.v25.3.0", "Manual")
+    assert obj["spec"] == {"name": "gpu-operator-certified", "channel": "v25.3", "source": "certified-operators",
+                           "sourceNamespace": "openshift-marketplace", "installPlanApproval": "Manual",
+                           "startingCSV": "gpu-operator-certified.v25.3.0"}
+    assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpuaas.platform"
+    no_pin = subscription_object("k", "ns", "kueue-operator", None, "redhat-operators", "openshift-marketplace",
+                                 None, "Automatic")
+    assert "startingCSV" not in no_pin["spec"] and "channel" not in no_pin["spec"]
+
+
+def test_operator_group_all_namespaces_vs_own():
+    assert operator_group_object("og", "ns", [])["spec"] == {}
+    assert operator_group_object("og", "ns", ["ns"])["spec"] == {"targetNamespaces": ["ns"]}
+
+
+def test_subset_differs_ignores_server_defaults():
+    desired = {"spec": {"name": "p", "installPlanApproval": "Automatic"}}
+    live = {"spec": {"name": "p", "installPlanApproval": "Automatic", "config": {}}, "status": {"x": 1}}
+    assert not subset_differs(desired, live)
+    assert subset_differs({"spec": {"name": "q"}}, live)
+    # an empty desired spec means "no target namespaces": a live spec that has some is drift
+    assert subset_differs({}, {"targetNamespaces": ["a"]})
+    assert subset_differs({"a": [1, 2]}, {"a": [1]})
+
+
+def test_object_differs_on_missing_labels_and_absent_object():
+    desired = operator_group_object("og", "ns", ["ns"])
+    assert object_differs(desired, None)
+    live = {"metadata": {"labels": {}}, "spec": {"targetNamespaces": ["ns"], "upgradeStrategy": "Default"}}
+    assert object_differs(desired, live)
+    live["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "gpuaas.platform", "other": "x"}
+    assert not object_differs(desired, live)
+
+
+def test_expected_csv_prefers_pin_then_installed_then_current():
+    assert expected_csv("a.v1", sub(installed="a.v0")) == "a.v1"
+    assert expected_csv(None, sub(installed="a.v0", current="a.v2")) == "a.v0"
+    assert expected_csv(None, sub(current="a.v2")) == "a.v2"
+    assert expected_csv(None, None) is None
+
+
+def test_plan_decision_pinned():
+    assert plan_decision(plan(["a.v1"]), sub(current="a.v1"), "a.v1")[0] == "approve"
+    action, reason = plan_decision(plan(["a.v2"]), sub(current="a.v2"), "a.v1")
+    assert action == "hold" and "a.v2" in reason and "a.v1" in reason
+    assert plan_decision(plan(["a.v1", "b.v1"]), sub(), "a.v1")[0] == "hold"
+    assert plan_decision(plan(["a.v1"], approved=True), sub(), "a.v1")[0] == "none"
+
+
+def test_plan_decision_unpinned_first_install_only():
+    assert plan_decision(plan(["a.v1"]), sub(current="a.v1"), None)[0] == "approve"
+    action, reason = plan_decision(plan(["a.v2"]), sub(installed="a.v1", current="a.v2"), None)
+    assert action == "hold" and "upgrade" in reason
+    assert plan_decision(plan(["x.v1"]), sub(current="a.v1"), None)[0] == "hold"
+
+
+def test_alm_examples_parsing():
+    csv = {"metadata": {"name": "c", "annotations": {"alm-examples": json.dumps(
+        [{"kind": "ClusterPolicy", "metadata": {"name": "gpu-cluster-policy"}}, "junk"])}}}
+    assert alm_examples(csv) == [{"kind": "ClusterPolicy", "metadata": {"name": "gpu-cluster-policy"}}]
+    assert alm_examples({"metadata": {"name": "c"}}) == []
+    with pytest.raises(GpuaasError) as err:
+        alm_examples({"metadata": {"name": "c", "annotations": {"alm-examples": "[{"}}})
+    assert "not valid JSON" in str(err.value) and err.value.hint
