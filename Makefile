@@ -51,8 +51,8 @@ sanity: collection
 lint: venv
 	$(VENV)/bin/ansible-lint --profile production
 
-unit: venv
-	$(PY) -m pytest -q tests/unit
+unit: collection
+	PYTHONPATH=$(COLL_ROOT) $(PY) -m pytest -q tests/unit
 
 integration: collection
 	source $(LAB_ENV) && $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Upstream CRDs, copied verbatim from the upstream Go modules (never hand-written):
+#   share/crds/base/       loaded on every lab
+#   share/crds/openshift/  loaded only with LAB_FLAVOR=openshift
+#   share/crds/kueue-v1beta1/  an older Kueue release's CRDs that serve only v1beta1 (for the v1beta1 lab variant)
+set -euo pipefail
+: "${OUT:?}" "${KUEUE_VERSION:?}" "${KEDA_VERSION:?}" "${GPU_OPERATOR_VERSION:?}" "${NFD_VERSION:?}"
+: "${PROMETHEUS_OPERATOR_VERSION:?}" "${OLM_API_VERSION:?}" "${OPENSHIFT_API_VERSION:?}" "${KUEUE_V1BETA1_VERSION:?}"
+source "$(dirname "$0")/gomodule.sh"
+base=$OUT/share/crds/base; osh=$OUT/share/crds/openshift; old=$OUT/share/crds/kueue-v1beta1
+mkdir -p "$base" "$osh" "$old"
+d=$(go_module_dir sigs.k8s.io/kueue "$KUEUE_VERSION");            cp "$d"/config/components/crd/bases/*.yaml "$base/"
+d=$(go_module_dir github.com/kedacore/keda/v2 "$KEDA_VERSION");   cp "$d"/config/crd/bases/*.yaml "$base/"
+d=$(go_module_dir github.com/NVIDIA/gpu-operator "$GPU_OPERATOR_VERSION"); cp "$d"/config/crd/bases/*.yaml "$base/"
+d=$(go_module_dir sigs.k8s.io/node-feature-discovery "$NFD_VERSION"); cp "$d"/deployment/base/nfd-crds/nfd-api-crds.yaml "$base/nfd.k8s-sigs.io_crds.yaml"
+d=$(go_module_dir github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION")
+for k in servicemonitors podmonitors prometheusrules probes; do cp "$d/example/prometheus-operator-crd/monitoring.coreos.com_$k.yaml" "$base/"; done
+d=$(go_module_dir github.com/operator-framework/api "$OLM_API_VERSION")
+for k in catalogsources clusterserviceversions installplans operatorgroups subscriptions operatorconditions olmconfigs; do cp "$d/crds/operators.coreos.com_$k.yaml" "$base/"; done
+d=$(go_module_dir github.com/openshift/api "$OPENSHIFT_API_VERSION")
+cp "$d"/config/v1/zz_generated.crd-manifests/0000_00_cluster-version-operator_01_clusterversions-Default.crd.yaml "$osh/"
+cp "$d"/config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_infrastructures-Default.crd.yaml "$osh/"
+cp "$d"/machine/v1beta1/zz_generated.crd-manifests/0000_10_machine-api_01_machinesets-Default.crd.yaml "$osh/"
+d=$(go_module_dir sigs.k8s.io/kueue "$KUEUE_V1BETA1_VERSION");    cp "$d"/config/components/crd/bases/*.yaml "$old/"
+chmod -R u+w "$OUT/share"

