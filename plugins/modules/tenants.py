@@ -1,0 +1,524 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: tenants
+short_description: Make the cluster's GPU tenancy equal to the inventory (Kueue queues, namespaces, RBAC, KEDA)
+version_added: "0.1.0"
+description:
+  - One call validates the whole tenancy inventory, reads the GPU capacity the nodes offer per flavor, builds
+    every desired object and reconciles them with the shared apply engine (server-side apply, bounded
+    concurrency, one LIST per kind, no request for unchanged objects), then prunes objects this module owns
+    that are no longer desired. Objects it does not own are never touched.
+  - "Per tenant: namespaces (label C(gpuaas.io/tenant), plus C(kueue.openshift.io/managed=true) on OpenShift),
+    one ClusterQueue named like the tenant, a LocalQueue C(default) in every namespace (plus O(tenants[].queues)),
+    RoleBindings (admins to C(admin), users to C(edit)), read access to the tenant's own ClusterQueue, and the
+    KEDA ScaledObjects of O(tenants[].autoscaling)."
+  - "Shared: ResourceFlavors, Cohorts, WorkloadPriorityClasses, a ClusterRole aggregated into C(admin)/C(edit)/C(view)
+    that lets tenants read LocalQueues and Workloads (never ClusterQueues), and a ValidatingAdmissionPolicy that
+    refuses GPU Pods, Jobs, Deployments and StatefulSets without the C(kueue.x-k8s.io/queue-name) label in tenant
+    namespaces."
+  - Every inventory problem is reported at once, with its path (for example C(gpuaas_tenants[3].quotas[0].flavor)),
+    before anything is written.
+  - "Offboarding (O(tenants[].state=absent), or a tenant whose ClusterQueue exists but that the inventory no longer
+    lists): the ClusterQueue gets C(stopPolicy: HoldAndDrain), the module waits (at most O(drain_timeout) seconds)
+    until it holds no admitted or reserving workloads, then deletes the tenant's queues, bindings and ScaledObjects.
+    Namespaces are deleted only with O(delete_namespaces=true)."
+  - A LocalQueue whose ClusterQueue changed (a namespace moved to another tenant) is deleted and created again,
+    because C(spec.clusterQueue) is immutable.
+author:
+  - gpuaas.platform contributors
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
+options:
+  flavors:
+    description: Kueue ResourceFlavors (inventory C(gpuaas_flavors)).
+    type: list
+    elements: dict
+    default: []
+  cohorts:
+    description: Kueue Cohorts, may nest with C(parent) (inventory C(gpuaas_cohorts)).
+    type: list
+    elements: dict
+    default: []
+  priorities:
+    description: WorkloadPriorityClasses C({name, value, description}) (inventory C(gpuaas_priorities)).
+    type: list
+    elements: dict
+    default: []
+  tenants:
+    description:
+      - The tenants (inventory C(gpuaas_tenants)). See C(docs/tenants.md) and the C(gpuaas.platform.tenants)
+        role's argument spec for every key (name, namespaces, cohort, fair_sharing_weight, quotas, preemption,
+        access, queues, autoscaling, queueing_strategy, labels, state).
+    type: list
+    elements: dict
+    default: []
+  prometheus:
+    description:
+      - The shared Prometheus setting C({url, token | token_file, ca_file}) (inventory C(gpuaas_prometheus)), used
+        by the idle scale-to-zero triggers of O(tenants[].autoscaling).
+      - A token or CA is stored in a Secret in O(keda_namespace) and referenced through a
+        C(ClusterTriggerAuthentication) named C(gpuaas-prometheus), so it never lands in a tenant namespace.
+    type: dict
+  allow_overcommit:
+    description: Accept quotas above the GPU capacity of the flavor's nodes (a warning instead of an error).
+    type: bool
+    default: false
+  check_capacity:
+    description: Read the nodes (one LIST) and compare the sum of GPU quotas per flavor with their allocatable GPUs.
+    type: bool
+    default: true
+  delete_namespaces:
+    description: Delete the namespaces of offboarded tenants (and namespaces removed from a tenant).
+    type: bool
+    default: false
+  drain_timeout:
+    description: Seconds to wait for an offboarded tenant's ClusterQueue to hold no admitted workloads.
+    type: int
+    default: 600
+  limit_tenants:
+    description:
+      - Reconcile (and prune) only these tenants' objects; shared objects (flavors, cohorts, priorities, policy)
+        are neither applied nor pruned. Used by the onboard and offboard playbooks.
+    type: list
+    elements: str
+  platform:
+    description: C(auto) detects OpenShift by API discovery; C(openshift) adds the C(kueue.openshift.io/managed) label.
+    type: str
+    choices: [auto, kubernetes, openshift]
+    default: auto
+  keda_namespace:
+    description: Namespace of the KEDA operator (where the Prometheus credentials Secret goes).
+    type: str
+    default: keda
+  concurrency:
+    description: How many objects are applied in parallel.
+    type: int
+    default: 8
+attributes:
+  check_mode:
+    description: Server-side dry run (C(dryRun=All)); nothing is written, no drain wait happens.
+    support: full
+  diff_mode:
+    description: Per-object diffs of the fields this collection manages (Secret data is redacted).
+    support: full
+notes:
+  - Requires the C(kubernetes) Python library and Kueue (C(v1beta2), or C(v1beta1) on older clusters).
+  - KEDA is needed only when a tenant has O(tenants[].autoscaling).
+"""
+
+EXAMPLES = r"""
+- name: Converge the whole GPU tenancy from group_vars
+  gpuaas.platform.tenants:
+    flavors: "{{ gpuaas_flavors }}"
+    cohorts: "{{ gpuaas_cohorts }}"
+    priorities: "{{ gpuaas_priorities }}"
+    tenants: "{{ gpuaas_tenants }}"
+    prometheus: "{{ gpuaas_prometheus }}"
+
+- name: Offboard one tenant and delete its namespaces
+  gpuaas.platform.tenants:
+    flavors: "{{ gpuaas_flavors }}"
+    cohorts: "{{ gpuaas_cohorts }}"
+    tenants: [{name: vision, state: absent}]
+    limit_tenants: [vision]
+    delete_namespaces: true
+"""
+
+RETURN = r"""
+changed:
+  description: Whether any object was created, updated or deleted (or would be, in check mode).
+  returned: always
+  type: bool
+summary:
+  description: Object counts per action.
+  returned: always
+  type: dict
+  sample: {"created": 0, "updated": 1, "unchanged": 41, "deleted": 0}
+created:
+  description: References of created objects.
+  returned: always
+  type: list
+  elements: dict
+updated:
+  description: References of updated objects.
+  returned: always
+  type: list
+  elements: dict
+deleted:
+  description: References of deleted (pruned or offboarded) objects.
+  returned: always
+  type: list
+  elements: dict
+tenants:
+  description: Present tenants with their namespaces.
+  returned: always
+  type: dict
+  sample: {"nlp": ["nlp-train", "nlp-serve"]}
+offboarded:
+  description: Tenants drained and removed in this run.
+  returned: always
+  type: list
+  elements: str
+recreated_local_queues:
+  description: LocalQueues deleted and created again because their ClusterQueue changed (C(namespace/name)).
+  returned: always
+  type: list
+  elements: str
+kept_namespaces:
+  description: Namespaces this module created that no tenant claims any more, kept because O(delete_namespaces=false).
+  returned: always
+  type: list
+  elements: str
+capacity:
+  description: GPU capacity per flavor and resource read from the nodes.
+  returned: when O(check_capacity=true)
+  type: dict
+  sample: {"h100": {"nvidia.com/gpu": "16"}}
+objects:
+  description: Number of desired objects.
+  returned: always
+  type: int
+requests:
+  description: API requests made by the engine per verb (list, get, apply, delete).
+  returned: always
+  type: dict
+api_versions:
+  description: API versions used (for example the Kueue version served).
+  returned: always
+  type: dict
+diff:
+  description: Per-object before/after of the managed fields (with C(--diff)).
+  returned: when diff mode is on
+  type: list
+  elements: dict
+problems:
+  description: Every inventory problem, with its path, when validation failed.
+  returned: on failure
+  type: list
+  elements: str
+"""
+
+import time
+import typing as t
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuaas.platform.plugins.module_utils import builders
+from ansible_collections.gpuaas.platform.plugins.module_utils.apply_engine import (
+    ApplyEngine,
+    ObjectRef,
+    PruneScope,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.client import (
+    K8S_AUTH_ARG_SPEC,
+    ApiException,
+    get_client,
+    translate_api_exception,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.tenant_model import TENANT_LABEL, TenantModel
+
+DRAIN_FIELD_MANAGER = "gpuaas.platform-drain"
+OWNED_SELECTOR = "%s=%s,%s=%s" % (builders.MANAGED_BY_LABEL, builders.MANAGED_BY_VALUE,
+                                  builders.COMPONENT_LABEL, builders.COMPONENT_VALUE)
+
+
+class TenantsScope(PruneScope):
+    """Prune scope: objects of the tenants component, optionally only those of some tenants."""
+
+    def __init__(self, kinds: t.Sequence[t.Tuple[str, str]], tenants: t.Optional[t.Sequence[str]] = None) -> None:
+        super().__init__(kinds, labels={builders.COMPONENT_LABEL: builders.COMPONENT_VALUE},
+                         require_tenant_label=False)
+        self.only = set(tenants) if tenants is not None else None
+
+    def matches(self, obj: t.Mapping[str, t.Any]) -> bool:
+        if not super().matches(obj):
+            return False
+        if self.only is None:
+            return True
+        return ((obj.get("metadata") or {}).get("labels") or {}).get(TENANT_LABEL) in self.only
+
+
+def read_nodes(client: t.Any) -> t.List[t.Dict[str, t.Any]]:
+    """Name, labels and allocatable of every node (one LIST)."""
+    try:
+        items = client.resource("v1", "Node").list()
+    except ApiException as exc:
+        raise translate_api_exception(exc, "list", "nodes")
+    return [{"name": (n.get("metadata") or {}).get("name"), "labels": (n.get("metadata") or {}).get("labels") or {},
+             "allocatable": (n.get("status") or {}).get("allocatable") or {}} for n in items]
+
+
+def _list(client: t.Any, api_version: str, kind: str, selector: str) -> t.List[t.Dict[str, t.Any]]:
+    try:
+        return client.resource(api_version, kind).list(label_selector=selector)
+    except ApiException as exc:
+        raise translate_api_exception(exc, "list", kind)
+
+
+def _read_file(path: t.Optional[str], what: str) -> t.Optional[str]:
+    if not path:
+        return None
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError as exc:
+        raise GpuaasError("cannot read %s %s: %s" % (what, path, exc),
+                          hint="gpuaas_prometheus.%s must be a readable file on the Ansible controller" % what)
+
+
+def _redact(diffs: t.List[t.Dict[str, t.Any]]) -> None:
+    for entry in diffs:
+        for side in ("before", "after"):
+            obj = entry.get(side)
+            if isinstance(obj, dict) and obj.get("kind") == "Secret":
+                for key in ("data", "stringData"):
+                    if isinstance(obj.get(key), dict):
+                        obj[key] = {k: "<redacted>" for k in obj[key]}
+
+
+class TenantsReconciler:
+    """The module's work, separate from AnsibleModule so unit tests can drive it with a fake client."""
+
+    def __init__(self, client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool = False,
+                 diff: bool = False, sleep: t.Callable[[float], None] = time.sleep,
+                 clock: t.Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.params = params
+        self.check_mode = check_mode
+        self.diff = diff
+        self.sleep = sleep
+        self.clock = clock
+        self.warnings: t.List[str] = []
+
+    def inventory(self) -> t.Dict[str, t.Any]:
+        p = self.params
+        return {
+            "gpuaas_flavors": p.get("flavors") or [],
+            "gpuaas_cohorts": p.get("cohorts") or [],
+            "gpuaas_priorities": p.get("priorities") or [],
+            "gpuaas_tenants": p.get("tenants") or [],
+            "gpuaas_prometheus": p.get("prometheus") or {},
+            "gpuaas_allow_overcommit": bool(p.get("allow_overcommit")),
+        }
+
+    def platform(self) -> str:
+        wanted = self.params.get("platform") or "auto"
+        if wanted != "auto":
+            return wanted
+        return "openshift" if self.client.served("config.openshift.io/v1") else "kubernetes"
+
+    def run(self) -> t.Dict[str, t.Any]:
+        p = self.params
+        nodes = None
+        if p.get("check_capacity", True):
+            try:
+                nodes = read_nodes(self.client)
+            except GpuaasError as err:
+                if err.details.get("status") != 403:
+                    raise
+                self.warnings.append("cannot list nodes (forbidden): the GPU capacity check was skipped")
+        model = TenantModel.from_inventory(self.inventory(), nodes)
+        self.warnings.extend(model.warnings)
+        limit = p.get("limit_tenants")
+        if limit is not None:
+            unknown = [n for n in limit if model.tenant(n) is None]
+            if unknown:
+                raise GpuaasError("limit_tenants names %s, which the tenants list does not define" % ", ".join(unknown),
+                                  hint="pass the tenant (with state present or absent) in tenants as well")
+
+        prom = model.prometheus
+        token = prom.token or _read_file(prom.token_file, "token_file")
+        ca_data = _read_file(prom.ca_file, "ca_file")
+        desired = builders.desired_objects(model, self.platform(), token, ca_data, p.get("keda_namespace") or "keda")
+        if limit is not None:
+            desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
+
+        engine = ApplyEngine(self.client, check_mode=self.check_mode, concurrency=p.get("concurrency") or 8)
+        kueue_version = engine.kueue_version()
+        kueue_av = "kueue.x-k8s.io/%s" % kueue_version
+
+        present = {x.name for x in model.present_tenants}
+        live_cqs = _list(self.client, kueue_av, "ClusterQueue", OWNED_SELECTOR)
+        offboard = sorted({(cq["metadata"].get("labels") or {}).get(TENANT_LABEL) for cq in live_cqs} - present - {None})
+        if limit is not None:
+            offboard = [x for x in offboard if x in limit]
+        self.drain(offboard, live_cqs, kueue_av)
+        self.undrain([x for x in present if limit is None or x in limit], live_cqs, kueue_av)
+        recreated = self.recreate_moved_local_queues(desired, kueue_av, engine)
+        if recreated and self.check_mode:
+            # A dry-run apply cannot change the immutable clusterQueue: leave them to prune's (dry-run) delete.
+            gone = set(recreated)
+            desired = [o for o in desired if not (o["kind"] == "LocalQueue" and "%s/%s" % (
+                o["metadata"]["namespace"], o["metadata"]["name"]) in gone)]
+
+        served_kinds = []
+        for av, kind in builders.MANAGED_KINDS:
+            if kind == "Namespace" and not p.get("delete_namespaces"):
+                continue
+            if av.startswith("kueue.x-k8s.io/"):
+                av = kueue_av
+            elif not self.client.served(av):
+                continue
+            if limit is not None and kind in ("ResourceFlavor", "Cohort", "WorkloadPriorityClass",
+                                              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                                              "ClusterTriggerAuthentication", "Secret"):
+                continue
+            served_kinds.append((av, kind))
+        scope = TenantsScope(served_kinds, limit)
+        result = engine.reconcile(desired, prune=scope)
+
+        out = result.to_module_result(diff=self.diff)
+        if "diff" in out:
+            _redact(out["diff"])
+        if recreated:
+            out["changed"] = True
+        desired_ns = {o["metadata"]["name"] for o in desired if o["kind"] == "Namespace"}
+        kept = []
+        if not p.get("delete_namespaces"):
+            for ns in _list(self.client, "v1", "Namespace", OWNED_SELECTOR):
+                name = ns["metadata"]["name"]
+                owner = (ns["metadata"].get("labels") or {}).get(TENANT_LABEL)
+                if name not in desired_ns and (limit is None or owner in limit):
+                    kept.append(name)
+        out.update({
+            "tenants": {x.name: list(x.namespaces) for x in model.present_tenants
+                        if limit is None or x.name in limit},
+            "offboarded": offboard,
+            "recreated_local_queues": recreated,
+            "kept_namespaces": sorted(kept),
+            "objects": len(desired),
+            "requests": dict(result.requests),
+        })
+        out.setdefault("api_versions", {})["kueue.x-k8s.io"] = kueue_version
+        if nodes is not None:
+            out["capacity"] = model.capacity
+        return out
+
+    # -- offboarding ---------------------------------------------------------------------------------
+    def drain(self, tenants: t.Sequence[str], live_cqs: t.Sequence[t.Mapping[str, t.Any]], kueue_av: str) -> None:
+        """stopPolicy HoldAndDrain on each tenant's ClusterQueue, then wait until nothing is admitted."""
+        if not tenants:
+            return
+        res = self.client.resource(kueue_av, "ClusterQueue")
+        names = []
+        for cq in live_cqs:
+            meta = cq.get("metadata") or {}
+            if (meta.get("labels") or {}).get(TENANT_LABEL) not in tenants:
+                continue
+            names.append(meta["name"])
+            if (cq.get("spec") or {}).get("stopPolicy") == "HoldAndDrain":
+                continue
+            body = {"apiVersion": kueue_av, "kind": "ClusterQueue", "metadata": {"name": meta["name"]},
+                    "spec": {"stopPolicy": "HoldAndDrain"}}
+            try:
+                res.apply(body, DRAIN_FIELD_MANAGER, force=True, dry_run=self.check_mode)
+            except ApiException as exc:
+                raise translate_api_exception(exc, "drain (stopPolicy HoldAndDrain)", "ClusterQueue %s" % meta["name"])
+        if self.check_mode:
+            return
+        timeout = float(self.params.get("drain_timeout", 600))
+        deadline = self.clock() + timeout
+        busy: t.Dict[str, t.Tuple[int, int]] = {}
+        while True:
+            busy = {}
+            for name in names:
+                try:
+                    cq = res.get(name)
+                except ApiException as exc:
+                    raise translate_api_exception(exc, "read", "ClusterQueue %s" % name)
+                status = (cq or {}).get("status") or {}
+                admitted = int(status.get("admittedWorkloads") or 0)
+                reserving = int(status.get("reservingWorkloads") or 0)
+                if admitted or reserving:
+                    busy[name] = (admitted, reserving)
+            if not busy:
+                return
+            if self.clock() >= deadline:
+                raise GpuaasError(
+                    "offboarding: %d ClusterQueue%s still hold%s workloads after %ss of draining; nothing was deleted"
+                    % (len(busy), "" if len(busy) == 1 else "s", "s" if len(busy) == 1 else "", int(timeout)),
+                    hint="the queues stay on stopPolicy HoldAndDrain; wait for the workloads to finish or delete them "
+                         "(kubectl get workloads -A), or raise gpuaas_drain_timeout, then run again",
+                    problems=["ClusterQueue %s: %d admitted, %d reserving" % (n, a, r) for n, (a, r) in sorted(busy.items())])
+            self.sleep(2.0)
+
+    def undrain(self, tenants: t.Sequence[str], live_cqs: t.Sequence[t.Mapping[str, t.Any]], kueue_av: str) -> None:
+        """A tenant back in the inventory after an unfinished offboarding: release the drain stopPolicy."""
+        res = None
+        for cq in live_cqs:
+            meta = cq.get("metadata") or {}
+            if (meta.get("labels") or {}).get(TENANT_LABEL) not in tenants:
+                continue
+            drained = any(m.get("manager") == DRAIN_FIELD_MANAGER for m in meta.get("managedFields") or [])
+            if not drained:
+                continue
+            res = res or self.client.resource(kueue_av, "ClusterQueue")
+            body = {"apiVersion": kueue_av, "kind": "ClusterQueue", "metadata": {"name": meta["name"]}}
+            try:
+                res.apply(body, DRAIN_FIELD_MANAGER, force=True, dry_run=self.check_mode)
+            except ApiException as exc:
+                raise translate_api_exception(exc, "undrain", "ClusterQueue %s" % meta["name"])
+
+    def recreate_moved_local_queues(self, desired: t.Sequence[t.Mapping[str, t.Any]], kueue_av: str,
+                                    engine: ApplyEngine) -> t.List[str]:
+        """Delete owned LocalQueues whose (immutable) clusterQueue differs from the desired one."""
+        wanted = {(o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"]["clusterQueue"]
+                  for o in desired if o["kind"] == "LocalQueue"}
+        if not wanted:
+            return []
+        stale = []
+        for lq in _list(self.client, kueue_av, "LocalQueue", OWNED_SELECTOR):
+            meta = lq.get("metadata") or {}
+            key = (meta.get("namespace"), meta.get("name"))
+            if key in wanted and (lq.get("spec") or {}).get("clusterQueue") != wanted[key]:
+                stale.append(ObjectRef(kueue_av, "LocalQueue", key[1], key[0]))
+        if stale and not self.check_mode:
+            engine.delete(stale, wait=True, wait_timeout=60)
+        return ["%s/%s" % (r.namespace, r.name) for r in stale]
+
+
+def main() -> None:
+    argument_spec: t.Dict[str, t.Any] = dict(
+        flavors=dict(type="list", elements="dict", default=[]),
+        cohorts=dict(type="list", elements="dict", default=[]),
+        priorities=dict(type="list", elements="dict", default=[]),
+        tenants=dict(type="list", elements="dict", default=[]),
+        prometheus=dict(type="dict", no_log=False),
+        allow_overcommit=dict(type="bool", default=False),
+        check_capacity=dict(type="bool", default=True),
+        delete_namespaces=dict(type="bool", default=False),
+        drain_timeout=dict(type="int", default=600),
+        limit_tenants=dict(type="list", elements="str"),
+        platform=dict(type="str", choices=["auto", "kubernetes", "openshift"], default="auto"),
+        keda_namespace=dict(type="str", default="keda"),
+        concurrency=dict(type="int", default=8),
+    )
+    argument_spec.update(K8S_AUTH_ARG_SPEC)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    token = (module.params.get("prometheus") or {}).get("token")
+    if token:
+        module.no_log_values.add(str(token))
+    reconciler = TenantsReconciler(None, module.params, module.check_mode, module._diff)
+    try:
+        reconciler.client = get_client(module)
+        result = reconciler.run()
+    except GpuaasError as err:
+        for warning in reconciler.warnings:
+            module.warn(warning)
+        fail_module(module, err, changed=False)
+        return
+    for warning in reconciler.warnings:
+        module.warn(warning)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
