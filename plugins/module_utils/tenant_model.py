@@ -67,7 +67,8 @@ AUTOSCALING_KEYS = ("name", "namespace", "target", "min_replicas", "max_replicas
                     "polling_interval", "triggers")
 TARGET_KEYS = ("kind", "name", "api_version")
 IDLE_KEYS = ("after_minutes", "utilization_threshold", "wake_query", "wake_threshold")
-PROMETHEUS_KEYS = ("url", "token", "token_file", "ca_file", "validate_certs")
+PROMETHEUS_KEYS = ("url", "token", "token_file", "token_secret", "ca_file", "validate_certs", "timeout")
+TOKEN_SECRET_KEYS = ("name", "namespace", "key")
 
 TENANT_LABEL = "gpuaas.io/tenant"
 
@@ -213,8 +214,10 @@ class PrometheusSettings:
     url: t.Optional[str] = None
     token: t.Optional[str] = None
     token_file: t.Optional[str] = None
+    token_secret: t.Optional[t.Dict[str, str]] = None
     ca_file: t.Optional[str] = None
     validate_certs: bool = True
+    timeout: t.Optional[int] = None
 
 
 @dataclass
@@ -526,10 +529,23 @@ class _Parser:
         url = data.get("url")
         if url is not None and (not isinstance(url, str) or not re.match(r"^https?://", url)):
             self.err("gpuaas_prometheus.url", "%r is not an http(s) URL" % (url,))
-        if data.get("token") and data.get("token_file"):
-            self.err("gpuaas_prometheus", "set token or token_file, not both")
+        sources = [k for k in ("token", "token_file", "token_secret") if data.get(k)]
+        if len(sources) > 1:
+            self.err("gpuaas_prometheus", "set only one of token, token_file, token_secret (got %s)" % ", ".join(sources))
+        secret = None
+        if data.get("token_secret") is not None:
+            sdata = self.mapping("gpuaas_prometheus.token_secret", data.get("token_secret"), TOKEN_SECRET_KEYS)
+            if sdata is not None:
+                name = self.name("gpuaas_prometheus.token_secret.name", sdata.get("name"))
+                ns = self.label_name("gpuaas_prometheus.token_secret.namespace", sdata.get("namespace"))
+                if name and ns:
+                    secret = {"name": name, "namespace": ns, "key": str(sdata.get("key") or "token")}
+        timeout = data.get("timeout")
+        if timeout is not None:
+            timeout = self.integer("gpuaas_prometheus.timeout", timeout, 1)
         return PrometheusSettings(url=url, token=data.get("token"), token_file=data.get("token_file"),
-                                  ca_file=data.get("ca_file"), validate_certs=bool(data.get("validate_certs", True)))
+                                  token_secret=secret, ca_file=data.get("ca_file"),
+                                  validate_certs=bool(data.get("validate_certs", True)), timeout=timeout)
 
     def tenants(self, value: t.Any, model: TenantModel) -> t.List[Tenant]:
         out: t.List[Tenant] = []

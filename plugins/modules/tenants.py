@@ -61,8 +61,9 @@ options:
     default: []
   prometheus:
     description:
-      - The shared Prometheus setting C({url, token | token_file, ca_file}) (inventory C(gpuaas_prometheus)), used
-        by the idle scale-to-zero triggers of O(tenants[].autoscaling).
+      - The shared Prometheus setting C({url, token | token_file | token_secret: {name, namespace, key}, ca_file,
+        validate_certs, timeout}) (inventory C(gpuaas_prometheus), also read by the validation role), used by the
+        idle scale-to-zero triggers of O(tenants[].autoscaling).
       - A token or CA is stored in a Secret in O(keda_namespace) and referenced through a
         C(ClusterTriggerAuthentication) named C(gpuaas-prometheus), so it never lands in a tenant namespace.
     type: dict
@@ -205,6 +206,7 @@ problems:
   elements: str
 """
 
+import base64
 import time
 import typing as t
 
@@ -309,6 +311,21 @@ class TenantsReconciler:
             "gpuaas_allow_overcommit": bool(p.get("allow_overcommit")),
         }
 
+    def secret_token(self, ref: t.Optional[t.Mapping[str, str]]) -> t.Optional[str]:
+        """The bearer token stored in gpuaas_prometheus.token_secret (one GET)."""
+        if not ref:
+            return None
+        try:
+            secret = self.client.resource("v1", "Secret").get(ref["name"], ref["namespace"])
+        except ApiException as exc:
+            raise translate_api_exception(exc, "read", "Secret %s/%s" % (ref["namespace"], ref["name"]))
+        value = ((secret or {}).get("data") or {}).get(ref["key"])
+        if not value:
+            raise GpuaasError("gpuaas_prometheus.token_secret: Secret %s/%s has no key %r"
+                              % (ref["namespace"], ref["name"], ref["key"]),
+                              hint="point token_secret at a Secret holding the Prometheus bearer token (key: token)")
+        return base64.b64decode(value).decode()
+
     def platform(self) -> str:
         wanted = self.params.get("platform") or "auto"
         if wanted != "auto":
@@ -335,7 +352,7 @@ class TenantsReconciler:
                                   hint="pass the tenant (with state present or absent) in tenants as well")
 
         prom = model.prometheus
-        token = prom.token or _read_file(prom.token_file, "token_file")
+        token = prom.token or _read_file(prom.token_file, "token_file") or self.secret_token(prom.token_secret)
         ca_data = _read_file(prom.ca_file, "ca_file")
         desired = builders.desired_objects(model, self.platform(), token, ca_data, p.get("keda_namespace") or "keda")
         if limit is not None:

@@ -191,3 +191,17 @@ def test_input_is_not_mutated():
     before = copy.deepcopy(inv)
     TenantModel.from_inventory(inv, LAB_NODES)
     assert inv == before
+
+
+def test_prometheus_token_secret_and_timeout():
+    inv = example()
+    inv["gpuaas_prometheus"] = {"url": "https://thanos:9091", "token_secret": {"name": "prom-reader", "namespace": "keda"},
+                                "timeout": 20}
+    prom = TenantModel.from_inventory(inv).prometheus
+    assert prom.token_secret == {"name": "prom-reader", "namespace": "keda", "key": "token"}
+    assert prom.timeout == 20
+    inv["gpuaas_prometheus"]["token"] = "x"
+    inv["gpuaas_prometheus"]["timeout"] = 0
+    text = "\n".join(problems(inv))
+    assert "gpuaas_prometheus: set only one of token, token_file, token_secret (got token, token_secret)" in text
+    assert "gpuaas_prometheus.timeout: must be at least 1" in text

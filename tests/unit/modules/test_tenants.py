@@ -302,3 +302,20 @@ def test_secret_data_is_redacted_in_diff():
     result = run(client, p, diff=True)
     secrets = [d for d in result["diff"] if d["after"].get("kind") == "Secret"]
     assert secrets and secrets[0]["after"]["data"] == {"bearerToken": "<redacted>"}
+
+
+def test_token_secret_is_read_and_copied_to_keda_namespace():
+    import base64
+    client = FakeClient(NODES)
+    client.objects[("Secret", "monitoring-ro", "prom-reader")] = {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "prom-reader", "namespace": "monitoring-ro"},
+        "data": {"token": base64.b64encode(b"tok").decode()}}
+    p = params()
+    p["prometheus"] = {"url": "https://prom:9091", "token_secret": {"name": "prom-reader", "namespace": "monitoring-ro"}}
+    run(client, p)
+    copied = client.objects[("Secret", "keda", "gpuaas-prometheus")]
+    assert base64.b64decode(copied["data"]["bearerToken"]) == b"tok"
+    p["prometheus"]["token_secret"]["key"] = "missing"
+    with pytest.raises(GpuaasError) as info:
+        run(client, p)
+    assert "has no key 'missing'" in info.value.message
