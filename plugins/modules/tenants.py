@@ -370,11 +370,6 @@ class TenantsReconciler:
         self.drain(offboard, live_cqs, kueue_av)
         self.undrain([x for x in present if limit is None or x in limit], live_cqs, kueue_av)
         recreated = self.recreate_moved_local_queues(desired, kueue_av, engine)
-        if recreated and self.check_mode:
-            # A dry-run apply cannot change the immutable clusterQueue: leave them to prune's (dry-run) delete.
-            gone = set(recreated)
-            desired = [o for o in desired if not (o["kind"] == "LocalQueue" and "%s/%s" % (
-                o["metadata"]["namespace"], o["metadata"]["name"]) in gone)]
 
         served_kinds = []
         for av, kind in builders.MANAGED_KINDS:
@@ -497,7 +492,10 @@ class TenantsReconciler:
             key = (meta.get("namespace"), meta.get("name"))
             if key in wanted and (lq.get("spec") or {}).get("clusterQueue") != wanted[key]:
                 stale.append(ObjectRef(kueue_av, "LocalQueue", key[1], key[0]))
-        if stale and not self.check_mode:
+        if stale and self.check_mode:
+            # The dry run cannot create over an object that still exists: report the create without sending it.
+            engine.assume_deleted.update(r.key for r in stale)
+        elif stale:
             engine.delete(stale, wait=True, wait_timeout=60)
         return ["%s/%s" % (r.namespace, r.name) for r in stale]
 

@@ -319,3 +319,17 @@ def test_token_secret_is_read_and_copied_to_keda_namespace():
     with pytest.raises(GpuaasError) as info:
         run(client, p)
     assert "has no key 'missing'" in info.value.message
+
+
+def test_moved_namespace_in_check_mode_writes_nothing(converged):
+    client, _ = converged
+    p = params()
+    p["tenants"][1]["namespaces"] = ["vision-dev"]
+    p["tenants"][2]["namespaces"] = ["analytics", "vision-prod"]
+    client.calls.clear()
+    result = run(client, p, check=True)
+    assert result["recreated_local_queues"] == ["vision-prod/default"]
+    assert {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "name": "default",
+            "namespace": "vision-prod"} in result["created"]
+    assert client.writes() == []
+    assert client.objects[("LocalQueue", "vision-prod", "default")]["spec"]["clusterQueue"] == "vision"
