@@ -490,6 +490,9 @@ class ApplyEngine:
         self.force_conflicts = force_conflicts
         self._kueue_version: t.Optional[str] = None
         self._cohort_parent: str = "parentName"
+        # Keys (kind, namespace, name) deleted earlier in this run in check mode: treated as absent, and their
+        # re-creation is reported without a dry run (the server would still see the old object).
+        self.assume_deleted: t.Set[t.Tuple[str, str, str]] = set()
 
     # -- preparation ----------------------------------------------------------------------------------
     def kueue_version(self) -> str:
@@ -685,7 +688,7 @@ class ApplyEngine:
 
         todo: t.Dict[int, t.List[t.Tuple[_Desired, str, t.Optional[t.Dict[str, t.Any]]]]] = {}
         for d in prepared:
-            current = live.get(d.ref.key)
+            current = None if d.ref.key in self.assume_deleted else live.get(d.ref.key)
             action = self.compare(d.obj, current)
             if action == "unchanged":
                 result.add(ObjectResult(d.ref, "unchanged", obj=current))
@@ -723,7 +726,8 @@ class ApplyEngine:
     def _apply_one(self, item: t.Tuple[_Desired, str, t.Optional[t.Dict[str, t.Any]]], new_namespaces: t.Set[str],
                    result: ReconcileResult) -> t.Any:
         d, action, current = item
-        if self.check_mode and d.ref.namespace and d.ref.namespace in new_namespaces:
+        if self.check_mode and ((d.ref.namespace and d.ref.namespace in new_namespaces)
+                                or d.ref.key in self.assume_deleted):
             return ObjectResult(d.ref, action, self.before_view(current), self._with_identity(
                 copy.deepcopy(d.obj), d.obj), obj=d.obj, simulated=True)
         result.requests["apply"] += 1

@@ -1,0 +1,220 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""An in-memory stand-in for KubeClient: discovery, LIST/GET/SSA/DELETE with managedFields and CRD defaulting.
+
+Enough of server-side apply to test the engine: the applier's managedFields entry records the fields of the
+applied configuration; fields it owned before and no longer applies are removed; other managers' fields stay.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import typing as t
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.client import ApiException
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+
+KINDS = {
+    "v1": {"Namespace": ("namespaces", False), "ConfigMap": ("configmaps", True)},
+    "rbac.authorization.k8s.io/v1": {"RoleBinding": ("rolebindings", True)},
+    "kueue.x-k8s.io/v1beta2": {
+        "ResourceFlavor": ("resourceflavors", False), "Cohort": ("cohorts", False),
+        "ClusterQueue": ("clusterqueues", False), "LocalQueue": ("localqueues", True),
+        "WorkloadPriorityClass": ("workloadpriorityclasses", False),
+    },
+}
+
+
+def fieldset(value: t.Any) -> t.Dict[str, t.Any]:
+    """fieldsV1 of an applied configuration (lists of named maps are associative, other lists atomic)."""
+    out: t.Dict[str, t.Any] = {}
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            if key in ("apiVersion", "kind") or (key == "name" and False):
+                continue
+            if isinstance(sub, dict):
+                out["f:%s" % key] = fieldset(sub)
+            elif isinstance(sub, list) and sub and all(isinstance(e, dict) and "name" in e for e in sub):
+                out["f:%s" % key] = {
+                    "k:%s" % json.dumps({"name": e["name"]}, separators=(",", ":")): dict(fieldset(e), **{".": {}})
+                    for e in sub
+                }
+            else:
+                out["f:%s" % key] = {}
+    return out
+
+
+def cluster_queue_defaults(obj: t.Dict[str, t.Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("queueingStrategy", "BestEffortFIFO")
+    spec.setdefault("stopPolicy", "None")
+    fung = spec.setdefault("flavorFungibility", {})
+    fung.setdefault("whenCanBorrow", "MayStopSearch")
+    fung.setdefault("whenCanPreempt", "TryNextFlavor")
+    pre = spec.setdefault("preemption", {})
+    pre.setdefault("reclaimWithinCohort", "Never")
+    pre.setdefault("withinClusterQueue", "Never")
+    pre.setdefault("borrowWithinCohort", {"policy": "Never"})
+
+
+def _prune_owned(live: t.Any, old: t.Mapping[str, t.Any], new: t.Mapping[str, t.Any]) -> t.Any:
+    """Remove from ``live`` the leaf fields in ``old`` fieldset that are not in ``new``."""
+    if not isinstance(live, dict):
+        return live
+    for key, sub in old.items():
+        if not key.startswith("f:"):
+            continue
+        name = key[2:]
+        if key not in new:
+            live.pop(name, None)
+        elif sub and name in live and isinstance(live[name], dict):
+            _prune_owned(live[name], sub, new[key])
+    return live
+
+
+def _merge(live: t.Any, applied: t.Any) -> t.Any:
+    if isinstance(live, dict) and isinstance(applied, dict):
+        out = dict(live)
+        for k, v in applied.items():
+            out[k] = _merge(live.get(k), v) if k in live else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(applied)
+
+
+class FakeResource:
+    def __init__(self, client: "FakeClient", api_version: str, kind: str, plural: str, namespaced: bool) -> None:
+        self.client = client
+        self.api_version = api_version
+        self.kind = kind
+        self.plural = plural
+        self.name = plural
+        self.namespaced = namespaced
+        self.group = api_version.split("/")[0] if "/" in api_version else ""
+
+    def _key(self, name: str, namespace: t.Optional[str]) -> t.Tuple[str, str, str]:
+        return (self.kind, namespace or "" if self.namespaced else "", name)
+
+    def get(self, name: str, namespace: t.Optional[str] = None) -> t.Optional[t.Dict[str, t.Any]]:
+        self.client.calls.append(("get", self.kind, namespace, name))
+        obj = self.client.store.get(self._key(name, namespace))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, namespace: t.Optional[str] = None, label_selector: t.Optional[str] = None,
+             field_selector: t.Optional[str] = None) -> t.List[t.Dict[str, t.Any]]:
+        self.client.calls.append(("list", self.kind, namespace, label_selector))
+        out = []
+        for (kind, ns, _name), obj in sorted(self.client.store.items()):
+            if kind != self.kind or (namespace and ns != namespace):
+                continue
+            if label_selector and not _selector_matches(label_selector, obj):
+                continue
+            out.append(copy.deepcopy(obj))
+        return out
+
+    def apply(self, body: t.Dict[str, t.Any], field_manager: str, force: bool = False,
+              dry_run: bool = False) -> t.Dict[str, t.Any]:
+        meta = body["metadata"]
+        self.client.calls.append(("apply", self.kind, meta.get("namespace"), meta["name"], dry_run))
+        if self.client.fail_apply.get(meta["name"]):
+            raise self.client.fail_apply[meta["name"]]
+        if self.namespaced and self.client.strict_namespaces:
+            if ("Namespace", "", meta.get("namespace")) not in self.client.store:
+                raise api_exception(404, "NotFound", 'namespaces "%s" not found' % meta.get("namespace"))
+        key = self._key(meta["name"], meta.get("namespace"))
+        live = copy.deepcopy(self.client.store.get(key))
+        applied = copy.deepcopy(body)
+        new_fields = fieldset({k: v for k, v in applied.items() if k not in ("apiVersion", "kind")})
+        new_fields.get("f:metadata", {}).pop("f:name", None)
+        new_fields.get("f:metadata", {}).pop("f:namespace", None)
+        if live is None:
+            obj = applied
+            obj["metadata"]["uid"] = "uid-%d" % len(self.client.store)
+            entries = []
+        else:
+            entries = live["metadata"].get("managedFields") or []
+            old = next((e["fieldsV1"] for e in entries if e["manager"] == field_manager), {})
+            live = _prune_owned(live, old, new_fields)
+            obj = _merge(live, applied)
+            entries = [e for e in entries if e["manager"] != field_manager]
+        if self.kind == "ClusterQueue":
+            cluster_queue_defaults(obj)
+        entries.append({"manager": field_manager, "operation": "Apply", "apiVersion": self.api_version,
+                        "fieldsType": "FieldsV1", "fieldsV1": new_fields})
+        obj["metadata"]["managedFields"] = entries
+        obj["metadata"]["resourceVersion"] = str(len(self.client.calls))
+        obj.setdefault("apiVersion", self.api_version)
+        obj.setdefault("kind", self.kind)
+        if not dry_run:
+            self.client.store[key] = copy.deepcopy(obj)
+            self.client.writes.append(("apply", key))
+        return copy.deepcopy(obj)
+
+    def delete(self, name: str, namespace: t.Optional[str] = None, propagation_policy: str = "Background",
+               dry_run: bool = False) -> t.Optional[t.Dict[str, t.Any]]:
+        self.client.calls.append(("delete", self.kind, namespace, name, dry_run))
+        key = self._key(name, namespace)
+        if key not in self.client.store:
+            return None
+        obj = self.client.store[key]
+        if not dry_run:
+            del self.client.store[key]
+            self.client.writes.append(("delete", key))
+        return copy.deepcopy(obj)
+
+
+def _selector_matches(selector: str, obj: t.Mapping[str, t.Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for part in selector.split(","):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            if labels.get(k) != v:
+                return False
+        elif part not in labels:
+            return False
+    return True
+
+
+def api_exception(status: int, reason: str, message: str, causes: t.Optional[t.List[t.Dict[str, str]]] = None) -> ApiException:
+    exc = ApiException(status=status, reason=reason)
+    exc.body = json.dumps({"kind": "Status", "status": "Failure", "message": message, "reason": reason,
+                           "details": {"causes": causes or []}, "code": status})
+    return exc
+
+
+class FakeClient:
+    """KubeClient-compatible fake."""
+
+    def __init__(self, kueue_versions: t.Sequence[str] = ("v1beta2",), strict_namespaces: bool = False) -> None:
+        self.kinds: t.Dict[str, t.Dict[str, t.Tuple[str, bool]]] = {k: dict(v) for k, v in KINDS.items()
+                                                                   if not k.startswith("kueue")}
+        for version in kueue_versions:
+            self.kinds["kueue.x-k8s.io/%s" % version] = dict(KINDS["kueue.x-k8s.io/v1beta2"])
+        self.store: t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]] = {}
+        self.calls: t.List[t.Tuple[t.Any, ...]] = []
+        self.writes: t.List[t.Tuple[t.Any, ...]] = []
+        self.fail_apply: t.Dict[str, Exception] = {}
+        self.strict_namespaces = strict_namespaces
+        self._resources: t.Dict[t.Tuple[str, str], FakeResource] = {}
+
+    def served(self, group_version: str) -> bool:
+        return group_version in self.kinds
+
+    def resource(self, api_version: str, kind: str) -> FakeResource:
+        if api_version not in self.kinds or kind not in self.kinds[api_version]:
+            group = api_version.split("/")[0]
+            hint = "is Kueue installed? (install it with the gpuaas.platform.kueue role)" if group == "kueue.x-k8s.io" else "?"
+            raise GpuaasError("%s %s is not served by the cluster — %s" % (api_version, kind, hint), hint=hint,
+                              details={"reason": "NotServed"})
+        key = (api_version, kind)
+        if key not in self._resources:
+            plural, namespaced = self.kinds[api_version][kind]
+            self._resources[key] = FakeResource(self, api_version, kind, plural, namespaced)
+        return self._resources[key]
+
+    def count(self, verb: str) -> int:
+        return sum(1 for c in self.calls if c[0] == verb)
+
+    def reset_calls(self) -> None:
+        self.calls = []
+        self.writes = []
