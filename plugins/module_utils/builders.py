@@ -335,9 +335,12 @@ def scaled_object(name: str, namespace: str, target_kind: str, target_name: str,
                   triggers: t.List[t.Dict[str, t.Any]], min_replicas: int = 0, max_replicas: int = 1,
                   polling_interval: t.Optional[int] = None, cooldown_period: t.Optional[int] = None,
                   initial_cooldown_period: t.Optional[int] = None, idle_replica_count: t.Optional[int] = None,
-                  tenant: t.Optional[str] = None, extra_labels: t.Optional[t.Mapping[str, str]] = None
-                  ) -> t.Dict[str, t.Any]:
-    """A KEDA ScaledObject (also used by the ``scaled_object`` module)."""
+                  tenant: t.Optional[str] = None, extra_labels: t.Optional[t.Mapping[str, str]] = None,
+                  component: bool = True) -> t.Dict[str, t.Any]:
+    """A KEDA ScaledObject (also used by the ``scaled_object`` module, with ``component=False``).
+
+    Without the component label the tenants module never prunes it.
+    """
     spec: t.Dict[str, t.Any] = {
         "scaleTargetRef": {"apiVersion": target_api_version, "kind": target_kind, "name": target_name},
         "minReplicaCount": min_replicas,
@@ -353,6 +356,12 @@ def scaled_object(name: str, namespace: str, target_kind: str, target_name: str,
     if idle_replica_count is not None:
         spec["idleReplicaCount"] = idle_replica_count
     meta = _meta(name, tenant, namespace, extra_labels)
+    if not component:
+        meta["labels"] = dict(extra_labels or {})
+        if tenant:
+            meta["labels"][TENANT_LABEL] = tenant
+        if not meta["labels"]:
+            del meta["labels"]
     return {"apiVersion": KEDA_V, "kind": "ScaledObject", "metadata": meta, "spec": spec}
 
 
