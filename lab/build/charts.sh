@@ -10,7 +10,7 @@
 #                 (the kedacore/charts repository has no go.mod: the proxy serves it as +incompatible)
 set -euo pipefail
 : "${OUT:?}" "${KUEUE_VERSION:?}" "${KEDA_VERSION:?}"
-GPU_OPERATOR_VERSION=${GPU_OPERATOR_VERSION:-v0.0.0-20250917190837-d73a0086a6ba}
+: "${GPU_OPERATOR_VERSION:?}"
 export GOFLAGS=-mod=mod
 
 moddir() {  # module@version -> extracted module directory in the module cache
