@@ -12,6 +12,7 @@ HTTP API v1. Every failure a user can hit is raised as :class:`PrometheusError` 
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import math
 import os
@@ -26,6 +27,7 @@ from urllib.parse import urlencode
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import SSLValidationError, open_url
 
+from ansible_collections.gpuaas.platform.plugins.module_utils.client import ApiException, get_client, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
 ENV_URL = "GPUAAS_PROMETHEUS_URL"
@@ -203,6 +205,59 @@ def settings_from_params(params: t.Optional[t.Mapping[str, t.Any]]) -> t.Dict[st
             "on OpenShift use %s" % (ENV_URL, OPENSHIFT_THANOS_URL),
         )
     return settings
+
+
+def parse_time(value: t.Optional[str], default: float) -> float:
+    """Unix seconds from a number or an RFC 3339 timestamp; ``default`` when empty."""
+    if value in (None, "", "now"):
+        return default
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise PrometheusError("invalid time %r" % (value,), hint="use unix seconds or RFC 3339, e.g. 2026-11-30T10:00:00Z")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+    return parsed.timestamp()
+
+
+def kube_secret_reader(module: t.Any) -> t.Callable[[str, str], t.Optional[t.Dict[str, t.Any]]]:
+    """``read_secret(name, namespace)`` for :func:`client_from_params` through the module's Kubernetes connection options."""
+    def read(name: str, namespace: str) -> t.Optional[t.Dict[str, t.Any]]:
+        client = get_client(module)
+        try:
+            return client.resource("v1", "Secret").get(name, namespace)
+        except ApiException as exc:
+            raise translate_api_exception(exc, "read", "Secret %s/%s" % (namespace, name))
+    return read
+
+
+def client_from_params(
+    params: t.Optional[t.Mapping[str, t.Any]],
+    read_secret: t.Optional[t.Callable[[str, str], t.Optional[t.Mapping[str, t.Any]]]] = None,
+) -> "PrometheusClient":
+    """A client for a module's ``prometheus`` option; ``read_secret(name, namespace)`` fetches a Secret
+    object for ``token_secret`` (the caller owns the Kubernetes connection)."""
+    settings = settings_from_params(params)
+    secret_ref = settings.get("token_secret")
+    secret = None
+    if secret_ref:
+        if read_secret is None:
+            raise PrometheusError("token_secret needs a Kubernetes connection")
+        secret = read_secret(secret_ref["name"], secret_ref["namespace"])
+        if secret is None:
+            raise PrometheusError(
+                "the token Secret %s/%s does not exist" % (secret_ref["namespace"], secret_ref["name"]),
+                hint="create a ServiceAccount token Secret (type kubernetes.io/service-account-token, annotation "
+                "kubernetes.io/service-account.name) or give token/token_file instead",
+            )
+    token = resolve_token(settings.get("token"), settings.get("token_file"), secret,
+                          (secret_ref or {}).get("key") or "token")
+    return PrometheusClient.from_settings(settings, token=token or "")
 
 
 class PrometheusClient:

@@ -142,6 +142,31 @@ def auto_step(window: float, max_points: int = 240, minimum: float = 15.0) -> fl
     return float(step)
 
 
+# --- tenant mapping for dashboards and alerts ------------------------------------------------
+TENANT_INFO_METRIC = "gpuaas:namespace_tenant:info"
+RECORDED_METRICS = ("gpuaas:gpu_utilization", "gpuaas:gpu_memory_used_mib", TENANT_INFO_METRIC)
+
+
+def tenant_mapping_rule_group(tenants: t.Optional[t.Sequence[t.Mapping[str, t.Any]]],
+                              name: str = "gpuaas-tenants") -> t.Dict[str, t.Any]:
+    """A Prometheus rule group publishing ``gpuaas:namespace_tenant:info{namespace, tenant} 1`` for every
+    tenant namespace, so PromQL can join GPU series to tenants
+    (``... * on (namespace) group_left (tenant) gpuaas:namespace_tenant:info``)."""
+    _ns_map, tenant_list = tenant_index(tenants)
+    rules = []
+    for tenant in tenant_list:
+        for ns in tenant["namespaces"]:
+            rules.append({
+                "record": TENANT_INFO_METRIC,
+                "expr": 'label_replace(label_replace(vector(1), "namespace", "%s", "", ""), "tenant", "%s", "", "")'
+                        % (ns.replace('"', ""), tenant["name"].replace('"', "")),
+            })
+    if not rules:
+        # a group must not be empty: an expression that yields nothing
+        rules.append({"record": TENANT_INFO_METRIC, "expr": "vector(1) == 0"})
+    return {"name": name, "rules": rules}
+
+
 # --- small numeric helpers -------------------------------------------------------------------
 def quantile(values: t.Sequence[float], q: float) -> t.Optional[float]:
     """The ``q`` quantile with linear interpolation between ranks, as PromQL ``quantile()`` computes it."""

@@ -348,3 +348,13 @@ def test_rendering():
     assert "## Idle allocated GPUs" in md and "| gpu-h100-0 GPU 2 | GPU-gpu-h100-0-2 |" in md
     assert "| vision | active | h100 | nvidia.com/gpu | 6 | 4 | 9 | 3 | 0 |" in md
     assert "## Threshold violations" in md and "- tenant vision: average GPU utilization 0%" in md
+
+
+def test_tenant_mapping_rule_group():
+    group = u.tenant_mapping_rule_group(TENANTS)
+    assert group["name"] == "gpuaas-tenants"
+    assert [r["record"] for r in group["rules"]] == [u.TENANT_INFO_METRIC] * 5
+    assert group["rules"][0]["expr"] == ('label_replace(label_replace(vector(1), "namespace", "nlp-train", "", ""), '
+                                         '"tenant", "nlp", "", "")')
+    assert "gone-ns" not in str(group)  # absent tenants are not mapped
+    assert u.tenant_mapping_rule_group([])["rules"] == [{"record": u.TENANT_INFO_METRIC, "expr": "vector(1) == 0"}]

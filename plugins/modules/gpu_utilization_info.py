@@ -1,0 +1,339 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_utilization_info
+short_description: GPU utilization per GPU, namespace and tenant, idle and unallocated GPUs, quota vs usage
+version_added: "0.1.0"
+description:
+  - Reads the NVIDIA DCGM exporter metrics C(DCGM_FI_DEV_GPU_UTIL) and C(DCGM_FI_DEV_FB_USED) from Prometheus
+    for a time window (range queries, one sample per O(step)) and reports
+  - per GPU (node, GPU index, MIG instance, model, UUID) its state (C(busy), C(idle) = held by a pod but below
+    O(idle_threshold) % for at least O(idle_for), C(unallocated) = held by no pod), average, p95 and maximum
+    utilization, memory used and GPU-hours held;
+  - per namespace and per tenant (tenant to namespace mapping from O(tenants)) GPUs held now, idle GPUs,
+    average and p95 utilization over all their GPU samples, memory used now, GPU-hours held and busy GPU-hours
+    (GPU-hours weighted by utilization);
+  - per tenant ClusterQueue the quota (nominal, borrowing limit) against usage and borrowed amount per flavor and
+    resource, pending and admitted workloads, and how much of the window it spent borrowing or waiting — from
+    Kueue's metrics (C(kueue_cluster_queue_nominal_quota) etc., needs Kueue's
+    C(metrics.enableClusterQueueResources)) or, when those are missing, from the ClusterQueue objects;
+  - recommendations (quota far above use, persistent borrowing or waiting, idle GPUs) and, when thresholds
+    are given, the violations, each naming the tenant, the GPUs and why.
+  - DCGM label variants are handled: C(namespace)/C(pod) or C(exported_namespace)/C(exported_pod) (scrapes that do
+    not honour the exporter's labels), C(Hostname) or C(hostname).
+  - Also returns a short per-tenant table and the whole report as Markdown. Read-only; runs in check mode.
+author:
+  - gpuaas.platform contributors
+extends_documentation_fragment:
+  - gpuaas.platform.prometheus
+  - gpuaas.platform.k8s_auth
+options:
+  window:
+    description: Length of the time window ending at O(time), for example V(10m), V(1h), V(7d).
+    type: str
+    default: 1h
+  time:
+    description: End of the window as unix seconds or RFC 3339; default now.
+    type: str
+  step:
+    description:
+      - Seconds (or a duration) between samples. Each sample stands for O(step) seconds of GPU time.
+      - Default gives at most 240 samples per GPU and never less than 15 seconds; use the scrape interval or more.
+    type: str
+  tenants:
+    description:
+      - The C(gpuaas_tenants) inventory list. Only C(name), C(namespaces), C(state) (absent tenants are left out)
+        and C(cluster_queue) (default the tenant name) are read. Namespaces of no tenant are reported under
+        the tenant C((no tenant)).
+    type: list
+    elements: dict
+    default: []
+  idle_threshold:
+    description: Utilization (%) below which a GPU held by a pod counts as idle.
+    type: float
+    default: 5.0
+  idle_for:
+    description: How long (trailing, up to O(time)) a GPU must stay below O(idle_threshold) to be reported idle.
+    type: str
+    default: 10m
+  dcgm_selector:
+    description: Extra PromQL label matchers for the DCGM series, for example V(job="nvidia-dcgm-exporter").
+    type: str
+    default: ""
+  kueue_source:
+    description:
+      - Where quota and queue figures come from. C(auto) uses Kueue's metrics when Prometheus has them, else
+        the ClusterQueue objects (snapshot), else nothing. C(none) skips them.
+    type: str
+    choices: [auto, prometheus, cluster, none]
+    default: auto
+  kueue_selector:
+    description: Extra PromQL label matchers for the Kueue series (for example a C(job) or C(namespace)).
+    type: str
+    default: ""
+  min_utilization:
+    description:
+      - Minimum average utilization (%) each tenant's GPUs must reach over the window; tenants below it are
+        listed in RV(violations). Tenants that held no GPU in the window are not judged.
+    type: float
+  max_idle_gpus:
+    description: Largest number of idle GPUs allowed; more are a violation listing each idle GPU.
+    type: int
+  max_unallocated_gpus:
+    description: Largest number of GPUs held by no pod allowed; more are a violation.
+    type: int
+  underuse_ratio:
+    description: Recommend a lower nominal quota when the peak use stayed at or below this share of it.
+    type: float
+    default: 0.3
+  persistent_ratio:
+    description: Share of the window a tenant must spend borrowing (or waiting) for a "keeps borrowing" (waiting) recommendation.
+    type: float
+    default: 0.5
+notes:
+  - The Kubernetes connection options are used to read ClusterQueues (O(kueue_source)) and O(prometheus.token_secret).
+seealso:
+  - module: gpuaas.platform.prometheus_query
+"""
+
+EXAMPLES = r"""
+- name: GPU utilization of the last hour per tenant
+  gpuaas.platform.gpu_utilization_info:
+    prometheus: "{{ gpuaas_prometheus }}"
+    tenants: "{{ gpuaas_tenants }}"
+    window: 1h
+  register: gpu
+
+- name: Show the per-tenant table
+  ansible.builtin.debug:
+    msg: "{{ gpu.table }}"
+
+- name: Fail when a tenant keeps its GPUs below 30 % or more than 2 GPUs sit idle
+  gpuaas.platform.gpu_utilization_info:
+    prometheus: "{{ gpuaas_prometheus }}"
+    tenants: "{{ gpuaas_tenants }}"
+    window: 6h
+    idle_for: 30m
+    min_utilization: 30
+    max_idle_gpus: 2
+  register: gpu
+  failed_when: gpu.violations | length > 0
+"""
+
+RETURN = r"""
+report:
+  description:
+    - The whole report. Keys C(window), C(cluster), C(gpus), C(namespaces), C(tenants), C(idle_gpus),
+      C(unallocated_gpus), C(queues), C(recommendations), C(violations), C(label_variant), C(kueue_source).
+  returned: always
+  type: dict
+cluster:
+  description: Cluster totals (GPUs, allocated, idle, unallocated, average utilization, GPU-hours).
+  returned: always
+  type: dict
+  sample: {"gpus": 16, "allocated_gpus": 3, "idle_gpus": 1, "unallocated_gpus": 13, "avg_utilization": 10.62}
+gpus:
+  description: One entry per GPU or MIG instance.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"node": "gpu-h100-0", "gpu": "0", "uuid": "GPU-4c2e...", "model": "NVIDIA H100 80GB HBM3", "state": "busy",
+            "namespace": "nlp-train", "pod": "train-0", "tenant": "nlp", "avg_utilization": 85.0, "p95_utilization": 85.0,
+            "memory_used_mib": 40000.0, "gpu_hours": 1.0}]
+namespaces:
+  description: One entry per namespace that held a GPU in the window.
+  returned: always
+  type: list
+  elements: dict
+tenants:
+  description:
+    - One entry per tenant (in inventory order, then C((no tenant))) with C(gpus), C(idle_gpus), C(avg_utilization),
+      C(p95_utilization), C(memory_used_mib), C(gpu_hours), C(busy_gpu_hours), C(gpu_list), and from Kueue C(quota),
+      C(gpu_quota_nominal), C(gpu_quota_used), C(gpu_quota_borrowed), C(pending_workloads), C(admitted_workloads).
+  returned: always
+  type: list
+  elements: dict
+idle_gpus:
+  description: GPUs held by a pod but idle.
+  returned: always
+  type: list
+  elements: dict
+unallocated_gpus:
+  description: GPUs held by no pod now.
+  returned: always
+  type: list
+  elements: dict
+queues:
+  description: Per ClusterQueue quota vs usage, borrowed amount, pending/admitted workloads.
+  returned: always
+  type: list
+  elements: dict
+recommendations:
+  description: Advice per tenant (C(kind) is quota_underused, keeps_borrowing, keeps_waiting, idle_gpus or unallocated_while_waiting).
+  returned: always
+  type: list
+  elements: dict
+violations:
+  description: Threshold violations (C(check), C(tenant), C(value), C(threshold), C(gpus), C(message)).
+  returned: always
+  type: list
+  elements: dict
+table:
+  description: Short per-tenant table, one string per line.
+  returned: always
+  type: list
+  elements: str
+markdown:
+  description: The report as Markdown.
+  returned: always
+  type: str
+"""
+
+import typing as t
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.client import (
+    K8S_AUTH_ARG_SPEC,
+    ApiException,
+    get_client,
+    translate_api_exception,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.prometheus import (
+    PROMETHEUS_ARG_SPEC,
+    PrometheusClient,
+    PrometheusError,
+    client_from_params,
+    kube_secret_reader,
+    matrix_samples,
+    now,
+    parse_duration,
+    parse_time,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils import utilization as util
+
+KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
+
+
+def cluster_queues(module: t.Any) -> t.Optional[t.List[t.Dict[str, t.Any]]]:
+    """ClusterQueue objects (v1beta2 preferred), or None when Kueue's API is not served."""
+    client = get_client(module)
+    for version in KUEUE_VERSIONS:
+        if client.served(version):
+            try:
+                return client.resource(version, "ClusterQueue").list()
+            except ApiException as exc:
+                raise translate_api_exception(exc, "list", "ClusterQueues")
+    return None
+
+
+def queue_figures(module: t.Any, prom: PrometheusClient, start: float, end: float, step: float,
+                  warnings: t.List[str]) -> t.Tuple[t.List[t.Dict[str, t.Any]], str]:
+    source = module.params["kueue_source"]
+    if source == "none":
+        return [], "none"
+    if source in ("auto", "prometheus"):
+        queries = util.kueue_queries(module.params["kueue_selector"])
+        data = {name: matrix_samples(prom.query_range(q, start, end, step)["result"]) for name, q in queries.items()}
+        if data["nominal"] or data["usage"]:
+            return util.queue_report_from_metrics(data["nominal"], data["borrowing_limit"], data["usage"],
+                                                  data["pending"], data["admitted"], data["status"]), "prometheus"
+        message = ("Kueue quota metrics (kueue_cluster_queue_nominal_quota) are not in Prometheus: is Kueue scraped "
+                   "and metrics.enableClusterQueueResources on in its configuration?")
+        if source == "prometheus":
+            raise PrometheusError(message, hint="the observability role adds the Kueue ServiceMonitor; the kueue role "
+                                                "sets enableClusterQueueResources")
+        warnings.append(message + " Using the ClusterQueue objects instead (no history).")
+    try:
+        objects = cluster_queues(module)
+    except GpuaasError as err:
+        if source == "cluster":
+            raise
+        warnings.append("cannot read ClusterQueues: %s" % err.message)
+        return [], "none"
+    if objects is None:
+        if source == "cluster":
+            raise GpuaasError("the cluster serves no Kueue API", hint="is Kueue installed? (gpuaas.platform.kueue role)")
+        warnings.append("Kueue is not installed: no quota figures")
+        return [], "none"
+    return util.queue_report_from_objects(objects), "cluster"
+
+
+def run(module: t.Any) -> t.Dict[str, t.Any]:
+    params = module.params
+    prom = client_from_params(params["prometheus"], kube_secret_reader(module))
+    window = parse_duration(params["window"])
+    if window <= 0:
+        raise PrometheusError("window must be positive", hint="e.g. window: 1h")
+    step = parse_duration(params["step"]) if params["step"] else util.auto_step(window)
+    if step <= 0 or step > window:
+        raise PrometheusError("step %s must be positive and not longer than the window %s" % (params["step"], params["window"]))
+    idle_for = parse_duration(params["idle_for"])
+    start, end = util.range_bounds(parse_time(params["time"], now()), window, step)
+    warnings: t.List[str] = []
+    gpu_util = matrix_samples(prom.query_range(util.dcgm_query(util.DCGM_GPU_UTIL, params["dcgm_selector"]), start, end, step)["result"])
+    if not gpu_util:
+        raise PrometheusError(
+            "no %s series in Prometheus between %s and %s" % (util.DCGM_GPU_UTIL, int(start), int(end)),
+            hint="is the NVIDIA DCGM exporter running and scraped (GPU Operator dcgmExporter + the observability "
+                 "role's ServiceMonitor)? Check dcgm_selector and the window.",
+        )
+    fb_used = matrix_samples(prom.query_range(util.dcgm_query(util.DCGM_FB_USED, params["dcgm_selector"]), start, end, step)["result"])
+    report = util.gpu_report(gpu_util, fb_used, start, end, step, tenants=params["tenants"],
+                             idle_threshold=params["idle_threshold"], idle_for=idle_for)
+    queues, source = queue_figures(module, prom, start, end, step, warnings)
+    util.attach_queues(report, queues)
+    report["kueue_source"] = source
+    report["recommendations"] = util.recommendations(report, params["underuse_ratio"], params["persistent_ratio"])
+    report["violations"] = util.evaluate_thresholds(report, params["min_utilization"], params["max_idle_gpus"],
+                                                    params["max_unallocated_gpus"])
+    report["thresholds"] = {"min_utilization": params["min_utilization"], "max_idle_gpus": params["max_idle_gpus"],
+                            "max_unallocated_gpus": params["max_unallocated_gpus"]}
+    report["result"] = "failed" if report["violations"] else "passed"
+    out = {"changed": False, "report": report, "table": util.tenant_table(report),
+           "markdown": util.render_markdown(report), "warnings_list": warnings}
+    for key in ("cluster", "gpus", "namespaces", "tenants", "idle_gpus", "unallocated_gpus", "queues",
+                "recommendations", "violations"):
+        out[key] = report[key]
+    return out
+
+
+def main() -> None:
+    spec: t.Dict[str, t.Any] = dict(K8S_AUTH_ARG_SPEC)
+    spec.update(PROMETHEUS_ARG_SPEC)
+    spec.update(
+        window={"type": "str", "default": "1h"},
+        time={"type": "str"},
+        step={"type": "str"},
+        tenants={"type": "list", "elements": "dict", "default": []},
+        idle_threshold={"type": "float", "default": 5.0},
+        idle_for={"type": "str", "default": "10m"},
+        dcgm_selector={"type": "str", "default": ""},
+        kueue_source={"type": "str", "choices": ["auto", "prometheus", "cluster", "none"], "default": "auto"},
+        kueue_selector={"type": "str", "default": ""},
+        min_utilization={"type": "float"},
+        max_idle_gpus={"type": "int"},
+        max_unallocated_gpus={"type": "int"},
+        underuse_ratio={"type": "float", "default": 0.3},
+        persistent_ratio={"type": "float", "default": 0.5},
+    )
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    try:
+        result = run(module)
+    except GpuaasError as err:
+        fail_module(module, err)
+        return
+    for warning in result.pop("warnings_list"):
+        module.warn(warning)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
