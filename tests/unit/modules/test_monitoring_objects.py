@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""monitoring_objects: the objects built from the options (pure builder)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.modules import monitoring_objects as mo
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+FILES = os.path.join(ROOT, "roles", "observability", "files")
+
+
+def params(**over):
+    base = {
+        "namespace": "gpuaas-monitoring", "create_namespace": True, "labels": {"release": "kps"},
+        "kueue_monitor": {"enabled": True, "namespace": "kueue-system",
+                          "selector": {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/component": "metrics-service"},
+                          "port": "https", "scheme": "https", "insecure_skip_verify": True, "interval": "30s"},
+        "dcgm_monitor": {"enabled": True, "kind": "ServiceMonitor", "namespace": "gpu-operator",
+                         "selector": {"app": "nvidia-dcgm-exporter"}, "port": "gpu-metrics", "interval": "15s",
+                         "honor_labels": True},
+        "rules": {"enabled": True, "name": "gpuaas-gpu-alerts",
+                  "groups": yaml.safe_load(open(os.path.join(FILES, "gpuaas-alerts.rules.yml")))["groups"],
+                  "tenants": [{"name": "nlp", "namespaces": ["nlp-train"]}], "alert_overrides": {}},
+        "dashboards": {"enabled": True, "mode": "auto",
+                       "files": {"gpuaas-gpu-dashboard.json": open(os.path.join(FILES, "gpuaas-gpu-dashboard.json")).read()},
+                       "configmap_name": "gpuaas-grafana-dashboards", "configmap_labels": {"grafana_dashboard": "1"},
+                       "folder": "GPUaaS", "instance_selector": {"dashboards": "grafana"}},
+    }
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = dict(base[key], **value)
+        else:
+            base[key] = value
+    return base
+
+
+def served_all(api_version, kind):
+    return True
+
+
+def by_kind(objects):
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def test_all_objects_when_everything_is_served():
+    objects, skipped = mo.desired_objects(params(), served_all)
+    assert skipped == []
+    objs = by_kind(objects)
+    assert sorted(objs) == [("ConfigMap", "gpuaas-grafana-dashboards"), ("GrafanaDashboard", "gpuaas-gpu-utilization"),
+                            ("Namespace", "gpuaas-monitoring"), ("PrometheusRule", "gpuaas-gpu-alerts"),
+                            ("ServiceMonitor", "gpuaas-dcgm-exporter"), ("ServiceMonitor", "gpuaas-kueue")]
+    for obj in objects:
+        assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "gpuaas-observability"
+        assert obj["metadata"]["labels"]["release"] == "kps"
+    kueue = objs[("ServiceMonitor", "gpuaas-kueue")]
+    assert kueue["metadata"]["namespace"] == "kueue-system"
+    assert kueue["spec"]["endpoints"] == [{"port": "https", "path": "/metrics", "scheme": "https", "interval": "30s",
+                                           "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                                           "tlsConfig": {"insecureSkipVerify": True}}]
+    assert kueue["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "metrics-service"
+    dcgm = objs[("ServiceMonitor", "gpuaas-dcgm-exporter")]
+    assert dcgm["spec"]["endpoints"][0]["honorLabels"] is True
+    assert dcgm["spec"]["namespaceSelector"] == {"matchNames": ["gpu-operator"]}
+    rule = objs[("PrometheusRule", "gpuaas-gpu-alerts")]
+    names = [g["name"] for g in rule["spec"]["groups"]]
+    assert names == ["gpuaas-recording", "gpuaas-gpu", "gpuaas-kueue", "gpuaas-tenants"]
+    assert rule["spec"]["groups"][-1]["rules"][0]["expr"].startswith('label_replace(label_replace(vector(1), "namespace", "nlp-train"')
+    cm = objs[("ConfigMap", "gpuaas-grafana-dashboards")]
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "GPUaaS"}
+    assert json.loads(cm["data"]["gpuaas-gpu-dashboard.json"])["uid"] == "gpuaas-gpu-utilization"
+    gd = objs[("GrafanaDashboard", "gpuaas-gpu-utilization")]
+    assert gd["spec"]["instanceSelector"] == {"matchLabels": {"dashboards": "grafana"}}
+
+
+def test_without_prometheus_operator_only_the_configmap():
+    objects, skipped = mo.desired_objects(params(), lambda api_version, kind: api_version == "v1")
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == [
+        ("ConfigMap", "gpuaas-grafana-dashboards"), ("Namespace", "gpuaas-monitoring")]
+    assert sorted(s["kind"] for s in skipped) == ["PrometheusRule", "ServiceMonitor", "ServiceMonitor"]
+    assert skipped[0]["reason"].endswith("is not served by the cluster")
+
+
+def test_podmonitor_http_kueue_and_disabled_parts():
+    objects, _ = mo.desired_objects(params(
+        dcgm_monitor={"kind": "PodMonitor"}, kueue_monitor={"scheme": "http"},
+        dashboards={"enabled": False}, create_namespace=False), served_all)
+    objs = by_kind(objects)
+    assert ("PodMonitor", "gpuaas-dcgm-exporter") in objs
+    assert objs[("PodMonitor", "gpuaas-dcgm-exporter")]["spec"]["podMetricsEndpoints"][0]["port"] == "gpu-metrics"
+    endpoint = objs[("ServiceMonitor", "gpuaas-kueue")]["spec"]["endpoints"][0]
+    assert "bearerTokenFile" not in endpoint and "tlsConfig" not in endpoint
+    assert not any(k in ("ConfigMap", "Namespace", "GrafanaDashboard") for k, _n in objs)
+
+
+def test_alert_overrides():
+    objects, _ = mo.desired_objects(params(rules={"alert_overrides": {
+        "GpuaasGpuAllocatedIdle": {"for": "1h", "labels": {"severity": "info", "team": "platform"}}}}), served_all)
+    rule = by_kind(objects)[("PrometheusRule", "gpuaas-gpu-alerts")]
+    idle = next(r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "GpuaasGpuAllocatedIdle")
+    assert idle["for"] == "1h" and idle["labels"] == {"severity": "info", "component": "gpu", "team": "platform"}
+    with pytest.raises(GpuaasError, match="unknown alerts: NoSuchAlert"):
+        mo.desired_objects(params(rules={"alert_overrides": {"NoSuchAlert": {"for": "1m"}}}), served_all)
+
+
+def test_bad_dashboard_json():
+    with pytest.raises(GpuaasError, match="dashboard x.json is not valid JSON"):
+        mo.desired_objects(params(dashboards={"files": {"x.json": "{not json"}}), served_all)
