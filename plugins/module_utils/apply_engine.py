@@ -34,6 +34,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.client import (
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_api import (
+    cohort_api_version,
     cohort_parent_field,
     convert_for_version,
     is_kueue,
@@ -490,6 +491,7 @@ class ApplyEngine:
         self.force_conflicts = force_conflicts
         self._kueue_version: t.Optional[str] = None
         self._cohort_parent: str = "parentName"
+        self._cohort_version: str = "v1beta2"
         # Keys (kind, namespace, name) deleted earlier in this run in check mode: treated as absent, and their
         # re-creation is reported without a dry run (the server would still see the old object).
         self.assume_deleted: t.Set[t.Tuple[str, str, str]] = set()
@@ -498,8 +500,16 @@ class ApplyEngine:
     def kueue_version(self) -> str:
         if self._kueue_version is None:
             self._kueue_version = kueue_api_version(self.client)
+            self._cohort_version = cohort_api_version(self.client, self._kueue_version)
             self._cohort_parent = cohort_parent_field(self.client, self._kueue_version)
         return self._kueue_version
+
+    def convert_kueue(self, obj: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
+        """``obj`` (v1beta2 shape) converted for the Kueue API the cluster serves."""
+        version = self.kueue_version()
+        if obj.get("kind") == "Cohort":
+            version = self._cohort_version
+        return convert_for_version(obj, version, self._cohort_parent)
 
     def prepare(self, obj: t.Mapping[str, t.Any], tenant: t.Optional[str] = None) -> _Desired:
         """Validate, convert (Kueue version) and label one desired object."""
@@ -513,7 +523,7 @@ class ApplyEngine:
                               % json.dumps(obj, default=str)[:300],
                               hint="every object needs apiVersion, kind and metadata.name")
         if is_kueue(obj):
-            obj = convert_for_version(obj, self.kueue_version(), self._cohort_parent)
+            obj = self.convert_kueue(obj)
         res = self.client.resource(obj["apiVersion"], obj["kind"])
         meta = obj.setdefault("metadata", {})
         if res.namespaced and not meta.get("namespace"):
@@ -564,7 +574,7 @@ class ApplyEngine:
     def _live_index(self, groups: t.Dict[t.Tuple[str, str], t.List[_Desired]],
                     prune: t.Optional[PruneScope], result: ReconcileResult
                     ) -> t.Tuple[t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]],
-                               t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]]]:
+                                 t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]]]:
         """LIST the live state: {ref.key: live} for desired objects, and prune candidates per kind."""
         tasks: t.Dict[t.Tuple[str, str], t.Tuple[ApiResource, t.Optional[t.Set[str]]]] = {}
         for gk, items in groups.items():
@@ -774,10 +784,12 @@ class ApplyEngine:
             if isinstance(ref, dict):
                 obj = ref
                 if is_kueue(obj):
-                    obj = convert_for_version(obj, self.kueue_version(), self._cohort_parent)
+                    obj = self.convert_kueue(obj)
                 ref = ObjectRef.from_object(obj)
             elif isinstance(ref, ObjectRef) and ref.api_version.startswith("kueue.x-k8s.io/"):
-                ref = ObjectRef("kueue.x-k8s.io/%s" % self.kueue_version(), ref.kind, ref.name, ref.namespace)
+                ref = ObjectRef.from_object(self.convert_kueue(
+                    {"apiVersion": ref.api_version, "kind": ref.kind,
+                     "metadata": {"name": ref.name, "namespace": ref.namespace}}))
             res = self.client.resource(ref.api_version, ref.kind)
             result.requests["get"] += 1
             try:
@@ -878,9 +890,11 @@ class ApplyEngine:
                     obj = last.get(r.ref) or {}
                     conds = [c for c in ((obj.get("status") or {}).get("conditions") or [])
                              if c.get("type") == cond.get("type")]
-                    detail = ("%s=%s (%s: %s)" % (conds[0].get("type"), conds[0].get("status"), conds[0].get("reason"),
-                                                   conds[0].get("message")) if conds else "no %s condition yet"
-                              % cond.get("type"))
+                    if conds:
+                        detail = "%s=%s (%s: %s)" % (conds[0].get("type"), conds[0].get("status"),
+                                                     conds[0].get("reason"), conds[0].get("message"))
+                    else:
+                        detail = "no %s condition yet" % cond.get("type")
                     problems.append("%s: %s" % (r.ref, detail))
                 hint = "check the objects' status and the controller's logs"
                 if any(r.ref.kind in ("ClusterQueue", "LocalQueue") for r, _c in pending):

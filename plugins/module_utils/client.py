@@ -160,7 +160,9 @@ def _digest(auth: t.Mapping[str, t.Any]) -> str:
 
 def _build_configuration(auth: t.Dict[str, t.Any]) -> t.Any:
     """Create a ``kubernetes.client.Configuration`` from the resolved options (no global state)."""
-    has = lambda *names: all(auth.get(n) for n in names)  # noqa: E731
+    def has(*names: str) -> bool:
+        return all(auth.get(n) for n in names)
+
     host = auth.get("host")
     if host:
         host = host.rstrip("/")

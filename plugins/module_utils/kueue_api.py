@@ -14,8 +14,8 @@ functions in ``apis/kueue/v1beta1/*_conversion.go``:
   names) when no rule restricts ``onFlavors``; otherwise the strategy is kept (v1beta1 has it too);
 * ClusterQueue ``spec.flavorFungibility`` ``MayStopSearch`` -> ``Borrow`` (whenCanBorrow) /
   ``Preempt`` (whenCanPreempt), the names every v1beta1 release accepts;
-* Cohort ``spec.parentName`` -> ``spec.parent`` only for releases whose v1beta1 Cohort
-  still calls it ``parent`` (pass ``cohort_parent_field="parent"``).
+* Cohort: Kueue <= v0.10 serves Cohort only as ``v1alpha1`` with ``spec.parent`` (and no fairSharing);
+  ``cohort_api_version`` finds out, and ``convert_for_version(obj, "v1alpha1")`` converts a Cohort for it.
 
 ``convert_from_version`` does the reverse (v1beta1 live object -> v1beta2 shape) so that
 ``kueue_info`` and the engine's diffs read the same words on every cluster.
@@ -47,6 +47,20 @@ def is_kueue(obj: t.Mapping[str, t.Any]) -> bool:
     return str(obj.get("apiVersion", "")).startswith(KUEUE_GROUP + "/")
 
 
+def cohort_api_version(client: t.Any, version: str) -> str:
+    """Version serving Cohort next to ClusterQueue ``version``: the same, or 'v1alpha1' on Kueue <= v0.10."""
+    if version == "v1beta1":
+        try:
+            client.resource("%s/v1beta1" % KUEUE_GROUP, "Cohort")
+        except Exception:  # noqa: BLE001 - GpuaasError "not served"
+            try:
+                client.resource("%s/v1alpha1" % KUEUE_GROUP, "Cohort")
+                return "v1alpha1"
+            except Exception:  # noqa: BLE001
+                pass
+    return version
+
+
 def cohort_parent_field(client: t.Any, version: str) -> str:
     """Name of the Cohort parent field for the served version ('parentName' or, on the oldest releases, 'parent').
 
@@ -73,6 +87,14 @@ def convert_for_version(obj: t.Mapping[str, t.Any], version: str,
     """A copy of the v1beta2-shaped Kueue ``obj`` for API ``version`` (non-Kueue objects are returned unchanged)."""
     out = copy.deepcopy(dict(obj))
     if not is_kueue(out) or version == "v1beta2":
+        return out
+    if version == "v1alpha1" and out.get("kind") == "Cohort":
+        out["apiVersion"] = "%s/v1alpha1" % KUEUE_GROUP
+        spec = out.get("spec")
+        if isinstance(spec, dict):
+            if "parentName" in spec:
+                spec["parent"] = spec.pop("parentName")
+            spec.pop("fairSharing", None)
         return out
     if version != "v1beta1":
         raise ValueError("unsupported Kueue API version %r" % version)
@@ -105,10 +127,13 @@ def convert_for_version(obj: t.Mapping[str, t.Any], version: str,
 def convert_from_version(obj: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
     """A copy of a live Kueue object in v1beta2 shape (v1beta2 objects are returned unchanged)."""
     out = copy.deepcopy(dict(obj))
-    if not is_kueue(out) or not str(out.get("apiVersion")).endswith("/v1beta1"):
+    if not is_kueue(out) or not str(out.get("apiVersion")).endswith(("/v1beta1", "/v1alpha1")):
         return out
     out["apiVersion"] = "%s/v1beta2" % KUEUE_GROUP
     kind = out.get("kind")
+    status = out.get("status")
+    if kind == "LocalQueue" and isinstance(status, dict) and "flavorUsage" in status:
+        status["flavorsUsage"] = status.pop("flavorUsage")
     spec = out.get("spec")
     if not isinstance(spec, dict):
         return out
@@ -126,8 +151,4 @@ def convert_from_version(obj: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
     elif kind == "Cohort":
         if "parent" in spec:
             spec["parentName"] = spec.pop("parent")
-    elif kind == "LocalQueue":
-        status = out.get("status")
-        if isinstance(status, dict) and "flavorUsage" in status:
-            status["flavorsUsage"] = status.pop("flavorUsage")
     return out

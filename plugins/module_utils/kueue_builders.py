@@ -214,7 +214,7 @@ def _label_selector(problems: t.List[str], where: str, selector: t.Any) -> t.Dic
 # -- resource groups (ClusterQueue and Cohort) --------------------------------------------------------------
 
 def build_resource_groups(groups: t.Optional[t.Sequence[t.Mapping[str, t.Any]]], problems: t.List[str], where: str,
-                    allow_limits: bool, limits_reason: str) -> t.List[t.Dict[str, t.Any]]:
+                          allow_limits: bool, limits_reason: str) -> t.List[t.Dict[str, t.Any]]:
     """Validate and build ``resourceGroups``.
 
     Each group: ``covered_resources`` (optional: derived from the first flavor's resources) and
@@ -429,8 +429,8 @@ def cohort(name: str, parent: t.Optional[str] = None, resource_groups: t.Optiona
             problems.append("Cohort %s cannot be its own parent" % name)
         spec["parentName"] = parent
     rgs = build_resource_groups(groups, problems, what, allow_limits=bool(parent),
-                          limits_reason="borrowing/lending limits of a Cohort apply towards its parent and it has "
-                                        "no parent (set parent)")
+                                limits_reason="borrowing/lending limits of a Cohort apply towards its parent and it "
+                                              "has no parent (set parent)")
     if rgs:
         spec["resourceGroups"] = rgs
     fs = _fair_sharing(problems, what, fair_sharing_weight)
@@ -538,7 +538,7 @@ def cluster_queue(name: str, resource_groups: t.Optional[t.Sequence[t.Mapping[st
         _check_name(problems, "cohort", cohort_name)
         spec["cohortName"] = cohort_name
     rgs = build_resource_groups(groups, problems, what, allow_limits=bool(cohort_name),
-                          limits_reason="the ClusterQueue has no cohort to borrow from or lend to (set cohort)")
+                                limits_reason="the ClusterQueue has no cohort to borrow from or lend to (set cohort)")
     spec["resourceGroups"] = rgs
     if namespace_selector is not None:
         spec["namespaceSelector"] = _label_selector(problems, "namespace_selector", namespace_selector)

@@ -19,7 +19,7 @@ description:
     (C(cohortName) becomes C(cohort), admission checks become a plain list, C(MayStopSearch) becomes C(Borrow)/C(Preempt)).
   - Idempotence is judged on the fields this collection owns, so values defaulted by the CRD never show as changes.
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 options:
   name:
     description:

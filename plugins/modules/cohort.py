@@ -15,7 +15,7 @@ description:
     other's unused quota; a Cohort object adds a parent (hierarchical cohorts), shared quota and a fair-sharing weight.
   - Borrowing and lending limits of a Cohort apply towards its parent, so they need O(parent).
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 options:
   name:
     description:

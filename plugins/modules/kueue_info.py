@@ -17,7 +17,7 @@ description:
   - Builds the cohort tree from Cohort objects and the cohorts ClusterQueues name (a cohort needs no object).
   - Works with Kueue C(v1beta2) and C(v1beta1); the output always uses the v1beta2 field names.
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 options:
   name:
     description:
@@ -188,7 +188,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.client import ApiException, get_client, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_api import convert_from_version, kueue_api_version
+from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_api import (
+    cohort_api_version,
+    convert_from_version,
+    kueue_api_version,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.module_runner import argument_spec
 
 INCLUDE = ["cluster_queues", "local_queues", "cohorts", "resource_flavors", "workload_priority_classes"]
@@ -350,11 +354,11 @@ def main():
         version = kueue_api_version(client)
         gv = "kueue.x-k8s.io/%s" % version
 
-        def list_kind(kind, **kwargs):
+        def list_kind(kind, api_version=gv, **kwargs):
             try:
-                return [convert_from_version(o) for o in client.resource(gv, kind).list(**kwargs)]
+                return [convert_from_version(o) for o in client.resource(api_version, kind).list(**kwargs)]
             except ApiException as exc:
-                raise translate_api_exception(exc, "list", "%s %s" % (gv, kind))
+                raise translate_api_exception(exc, "list", "%s %s" % (api_version, kind))
 
         result = {"changed": False, "api_version": version}
         need_cq = include & {"cluster_queues", "cohorts", "local_queues"}
@@ -363,7 +367,7 @@ def main():
         cohorts = []
         if "cohorts" in include or p["cohort"]:
             try:
-                cohorts = list_kind("Cohort")
+                cohorts = list_kind("Cohort", "kueue.x-k8s.io/%s" % cohort_api_version(client, version))
             except GpuaasError as err:
                 if err.details.get("reason") != "NotServed":  # Kueue releases before Cohort objects
                     raise
@@ -372,8 +376,7 @@ def main():
             members = subtree(nodes, p["cohort"])
             cqs = [cq for cq in cqs if (cq.get("spec") or {}).get("cohortName") in members]
             nodes = [n for n in nodes if n["name"] in members]
-            forest = [tree for tree in forest if tree["name"] in members] or [
-                t for t in _find_tree(forest, p["cohort"])]
+            forest = [tree for tree in forest if tree["name"] in members] or _find_tree(forest, p["cohort"])
         if p["name"]:
             cqs = [cq for cq in cqs if cq["metadata"]["name"] == p["name"]]
             lqs = [lq for lq in lqs if (lq.get("spec") or {}).get("clusterQueue") == p["name"]]

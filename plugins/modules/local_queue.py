@@ -16,7 +16,7 @@ description:
   - The ClusterQueue of a LocalQueue cannot be changed in place; O(recreate) deletes and recreates the LocalQueue
     to move it.
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 options:
   name:
     description:

@@ -15,7 +15,7 @@ description:
     Kueue adds the labels as node selectors and the tolerations to the pods it admits with the flavor.
   - Validated before sending; at most 8 node labels, 8 node taints and 8 tolerations.
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 options:
   name:
     description:
@@ -36,7 +36,6 @@ options:
         description: Taint key.
         type: str
         required: true
-        no_log: false
       value:
         description: Taint value.
         type: str
@@ -54,7 +53,6 @@ options:
       key:
         description: Taint key to tolerate; empty with O(tolerations[].operator=Exists) tolerates everything.
         type: str
-        no_log: false
       operator:
         description: Operator.
         type: str

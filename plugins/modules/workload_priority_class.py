@@ -14,7 +14,7 @@ description:
   - Jobs pick a class with the label C(kueue.x-k8s.io/priority-class); the value orders queueing and preemption
     without changing the pods' own priority.
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 options:
   name:
     description:

@@ -31,7 +31,7 @@ def fieldset(value: t.Any) -> t.Dict[str, t.Any]:
     out: t.Dict[str, t.Any] = {}
     if isinstance(value, dict):
         for key, sub in value.items():
-            if key in ("apiVersion", "kind") or (key == "name" and False):
+            if key in ("apiVersion", "kind"):
                 continue
             if isinstance(sub, dict):
                 out["f:%s" % key] = fieldset(sub)
@@ -186,8 +186,8 @@ class FakeClient:
     """KubeClient-compatible fake."""
 
     def __init__(self, kueue_versions: t.Sequence[str] = ("v1beta2",), strict_namespaces: bool = False) -> None:
-        self.kinds: t.Dict[str, t.Dict[str, t.Tuple[str, bool]]] = {k: dict(v) for k, v in KINDS.items()
-                                                                   if not k.startswith("kueue")}
+        self.kinds: t.Dict[str, t.Dict[str, t.Tuple[str, bool]]] = {
+            k: dict(v) for k, v in KINDS.items() if not k.startswith("kueue")}
         for version in kueue_versions:
             self.kinds["kueue.x-k8s.io/%s" % version] = dict(KINDS["kueue.x-k8s.io/v1beta2"])
         self.store: t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]] = {}

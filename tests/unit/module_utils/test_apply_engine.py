@@ -96,8 +96,8 @@ def test_create_then_rerun_is_unchanged_with_only_lists():
     engine = ae.ApplyEngine(client)
     first = engine.reconcile(desired_set(), tenant="team-a")
     assert first.changed
-    assert sorted(r.ref.kind for r in first.by_action("created")) == ["ClusterQueue", "LocalQueue", "Namespace",
-                                                                       "ResourceFlavor"]
+    created = sorted(r.ref.kind for r in first.by_action("created"))
+    assert created == ["ClusterQueue", "LocalQueue", "Namespace", "ResourceFlavor"]
     cq_live = client.store[("ClusterQueue", "", "team-a")]
     assert cq_live["spec"]["queueingStrategy"] == "BestEffortFIFO"  # defaulted by the "CRD"
     assert cq_live["metadata"]["labels"] == {ae.MANAGED_BY_LABEL: ae.MANAGED_BY_VALUE, ae.TENANT_LABEL: "team-a"}

@@ -1,0 +1,129 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Client: kubernetes.core-compatible options and K8S_AUTH_* variables, discovery cache, missing-API hints."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.gpuaas.platform.plugins.module_utils import client as cl
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    import os
+    for key in list(os.environ):
+        if key.startswith("K8S_AUTH_"):
+            monkeypatch.delenv(key)
+
+
+def test_params_win_over_env(monkeypatch):
+    monkeypatch.setenv("K8S_AUTH_CONTEXT", "from-env")
+    assert cl.auth_params({"context": "from-param"})["context"] == "from-param"
+    assert cl.auth_params({})["context"] == "from-env"
+
+
+@pytest.mark.parametrize("env,value,option,expected", [
+    ("K8S_AUTH_VERIFY_SSL", "no", "validate_certs", False),
+    ("K8S_AUTH_VALIDATE_CERTS", "true", "validate_certs", True),
+    ("K8S_AUTH_SSL_CA_CERT", "/ca.crt", "ca_cert", "/ca.crt"),
+    ("K8S_AUTH_CERT_FILE", "/c.crt", "client_cert", "/c.crt"),
+    ("K8S_AUTH_KEY_FILE", "/c.key", "client_key", "/c.key"),
+    ("K8S_AUTH_IMPERSONATE_GROUPS", "a,b", "impersonate_groups", ["a", "b"]),
+    ("K8S_AUTH_API_KEY", "tok", "api_key", "tok"),
+    ("K8S_AUTH_NO_PROXY", "localhost", "no_proxy", "localhost"),
+])
+def test_env_variables(monkeypatch, env, value, option, expected):
+    monkeypatch.setenv(env, value)
+    assert cl.auth_params({})[option] == expected
+
+
+def test_proxy_headers_from_env(monkeypatch):
+    monkeypatch.setenv("K8S_AUTH_PROXY_HEADERS_USER_AGENT", "ua")
+    assert cl.auth_params({})["proxy_headers"] == {"user_agent": "ua"}
+
+
+def test_configuration_from_host_and_token():
+    conf = cl._build_configuration({"host": "https://k8s.example:6443/", "api_key": "tok", "validate_certs": False,
+                                    "ca_cert": "/ca", "proxy": "http://proxy:3128", "no_proxy": "localhost"})
+    assert conf.host == "https://k8s.example:6443"
+    assert conf.api_key == {"authorization": "Bearer tok"}
+    assert conf.verify_ssl is False and conf.ssl_ca_cert == "/ca"
+    assert conf.proxy == "http://proxy:3128" and conf.no_proxy == "localhost"
+
+
+def test_configuration_from_kubeconfig_dict():
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "a",
+        "clusters": [{"name": "c", "cluster": {"server": "https://1.2.3.4:6443", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "abc"}}],
+        "contexts": [{"name": "a", "context": {"cluster": "c", "user": "u"}},
+                     {"name": "b", "context": {"cluster": "c", "user": "u", "namespace": "x"}}],
+    }
+    conf = cl._build_configuration({"kubeconfig": kubeconfig, "context": "b"})
+    assert conf.host == "https://1.2.3.4:6443"
+    assert conf.verify_ssl is False
+    assert (conf.api_key.get("BearerToken") or conf.api_key.get("authorization")) == "Bearer abc"
+
+
+def test_bad_kubeconfig_is_explained(tmp_path):
+    with pytest.raises(GpuaasError) as err:
+        cl._build_configuration({"kubeconfig": str(tmp_path / "missing"), "context": "x"})
+    assert "kubeconfig" in err.value.hint
+
+
+def test_impersonation_headers():
+    conf = cl._build_configuration({"host": "https://h", "api_key": "t"})
+    kc = cl.KubeClient(conf, {"impersonate_user": "alice", "impersonate_groups": ["g1", "g2"]})
+    headers = kc.api_client.default_headers
+    assert headers["Impersonate-User"] == "alice"
+    assert sorted(v for k, v in headers.items() if str(k) == "Impersonate-Group") == ["g1", "g2"]
+
+
+class Discovery(cl.KubeClient):
+    def __init__(self, served):
+        super().__init__(cl._build_configuration({"host": "https://h", "api_key": "t"}))
+        self.served_gv = served
+        self.requests = []
+
+    def request(self, method, path, query=None, body=None, content_type=None, timeout=None):
+        self.requests.append(path)
+        for gv, resources in self.served_gv.items():
+            if path == cl.gv_path(gv):
+                return {"resources": resources}
+        raise cl.ApiException(status=404, reason="Not Found")
+
+
+def test_discovery_is_cached_and_missing_crd_has_hint():
+    client = Discovery({"kueue.x-k8s.io/v1beta2": [
+        {"name": "clusterqueues", "kind": "ClusterQueue", "namespaced": False, "verbs": ["get", "list", "patch"]},
+        {"name": "clusterqueues/status", "kind": "ClusterQueue", "namespaced": False},
+        {"name": "localqueues", "kind": "LocalQueue", "namespaced": True}]})
+    res = client.resource("kueue.x-k8s.io/v1beta2", "ClusterQueue")
+    assert (res.plural, res.namespaced) == ("clusterqueues", False)
+    assert client.resource("kueue.x-k8s.io/v1beta2", "LocalQueue").path("q", "ns") == \
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/localqueues/q"
+    assert client.requests == ["/apis/kueue.x-k8s.io/v1beta2"]
+    assert client.served("kueue.x-k8s.io/v1beta2") and not client.served("kueue.x-k8s.io/v1beta1")
+    with pytest.raises(GpuaasError) as err:
+        client.resource("kueue.x-k8s.io/v1beta1", "ClusterQueue")
+    assert str(err.value).startswith("kueue.x-k8s.io/v1beta1 ClusterQueue is not served by the cluster — is Kueue "
+                                     "installed? (install it with the gpuaas.platform.kueue role)")
+    with pytest.raises(GpuaasError, match="KEDA"):
+        client.resource("keda.sh/v1alpha1", "ScaledObject")
+    assert not client.served("v1")
+    client.served_gv["v1"] = [{"name": "namespaces", "kind": "Namespace", "namespaced": False}]
+    client.invalidate("v1")
+    assert client.resource("v1", "Namespace").path("x") == "/api/v1/namespaces/x"
+
+
+def test_translate_422_lists_causes():
+    exc = cl.ApiException(status=422, reason="Unprocessable Entity")
+    exc.body = json.dumps({"message": "ClusterQueue.kueue.x-k8s.io \"q\" is invalid", "reason": "Invalid",
+                           "details": {"causes": [{"field": "spec.stopPolicy", "message": "Unsupported value"}]}})
+    err = cl.translate_api_exception(exc, "apply", "ClusterQueue q")
+    assert err.problems == ["spec.stopPolicy: Unsupported value"]
+    assert "ClusterQueue q" in err.message and "invalid" in err.message
