@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU OPERATOR SIMULATOR for the gpuaas lab -- NOT the NVIDIA GPU Operator or the NFD operator.
 

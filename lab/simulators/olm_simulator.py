@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """OLM SIMULATOR for the gpuaas lab -- NOT Operator Lifecycle Manager.
 
@@ -261,7 +260,7 @@ def main(argv: t.Optional[t.List[str]] = None) -> int:
     while True:
         try:
             # A pass can create an InstallPlan that the next pass completes: repeat until quiet.
-            for _ in range(5):
+            for _attempt in range(5):
                 if not sim.pass_once():
                     break
         except Exception as exc:  # keep the loop alive; a transient API error is retried next pass

@@ -21,7 +21,7 @@ description:
     OperatorGroup created by this module (the Namespace is kept unless O(delete_namespace=true)).
   - Idempotent; compares only the fields it sets. Check mode sends server-side dry-run requests only.
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
 options:

@@ -17,7 +17,7 @@ description:
     (C(DataScienceCluster)), Kueue, KEDA and the NVIDIA GPU Operator APIs are served.
   - Read-only; safe in check mode.
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
 options:
