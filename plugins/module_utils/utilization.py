@@ -866,10 +866,13 @@ def render_markdown(report: t.Mapping[str, t.Any], health: t.Optional[t.Sequence
     if verdict:
         lines.extend(["**Result: %s**" % verdict.upper(), ""])
     if health is not None:
-        lines.extend(["## Health checks", "", "| check | status | detail |", "|---|---|---|"])
+        lines.extend(["## Health checks", "", "| check | object | status | detail |", "|---|---|---|---|"])
         for item in health:
-            lines.append("| %s | %s | %s |" % (_md_escape(item.get("check")), "ok" if item.get("ok") else "FAILED",
-                                               _md_escape(item.get("message", ""))))
+            detail = item.get("message", "")
+            if not item.get("ok") and item.get("hint"):
+                detail += " (fix: %s)" % item["hint"]
+            lines.append("| %s | %s | %s | %s |" % (_md_escape(item.get("check")), _md_escape(item.get("object", "")),
+                                                    "ok" if item.get("ok") else "FAILED", _md_escape(detail)))
         lines.append("")
     violations = report.get("violations") or []
     if violations:

@@ -96,6 +96,13 @@ options:
     description: Share of the window a tenant must spend borrowing (or waiting) for a "keeps borrowing" (waiting) recommendation.
     type: float
     default: 0.5
+  health:
+    description:
+      - Health check results to include in the report and its Markdown (the RV(gpuaas.platform.platform_health_info#module:checks)
+        list); a failed one makes the report's C(result) C(failed).
+    type: list
+    elements: dict
+    default: []
 notes:
   - The Kubernetes connection options are used to read ClusterQueues (O(kueue_source)) and O(prometheus.token_secret).
 seealso:
@@ -130,7 +137,8 @@ RETURN = r"""
 report:
   description:
     - The whole report. Keys C(window), C(cluster), C(gpus), C(namespaces), C(tenants), C(idle_gpus),
-      C(unallocated_gpus), C(queues), C(recommendations), C(violations), C(label_variant), C(kueue_source).
+      C(unallocated_gpus), C(queues), C(recommendations), C(violations), C(health), C(label_variant), C(kueue_source),
+      C(result) (C(passed), or C(failed) when a threshold or a health check failed).
   returned: always
   type: dict
 cluster:
@@ -296,9 +304,11 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
                                                     params["max_unallocated_gpus"])
     report["thresholds"] = {"min_utilization": params["min_utilization"], "max_idle_gpus": params["max_idle_gpus"],
                             "max_unallocated_gpus": params["max_unallocated_gpus"]}
-    report["result"] = "failed" if report["violations"] else "passed"
+    report["health"] = list(params["health"])
+    failed_health = [h for h in report["health"] if not h.get("ok")]
+    report["result"] = "failed" if report["violations"] or failed_health else "passed"
     out = {"changed": False, "report": report, "table": util.tenant_table(report),
-           "markdown": util.render_markdown(report), "warnings_list": warnings}
+           "markdown": util.render_markdown(report, health=report["health"] or None), "warnings_list": warnings}
     for key in ("cluster", "gpus", "namespaces", "tenants", "idle_gpus", "unallocated_gpus", "queues",
                 "recommendations", "violations"):
         out[key] = report[key]
@@ -323,6 +333,7 @@ def main() -> None:
         max_unallocated_gpus={"type": "int"},
         underuse_ratio={"type": "float", "default": 0.3},
         persistent_ratio={"type": "float", "default": 0.5},
+        health={"type": "list", "elements": "dict", "default": []},
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     try:

@@ -65,6 +65,11 @@ failed_checks:
   returned: always
   type: list
   elements: dict
+problems:
+  description: One line per failed check, the message followed by how to fix it.
+  returned: always
+  type: list
+  elements: str
 summary:
   description: Per check, how many objects were checked and failed.
   returned: always
@@ -117,7 +122,8 @@ def run_checks(client: t.Any, checks: t.Sequence[str], gpu_node_labels: t.Sequen
     if "keda" in checks:
         results += health.keda_checks(list_if_served(client, "keda.sh/v1alpha1", "ScaledObject"))
     failed = [r for r in results if not r["ok"]]
-    return {"changed": False, "ok": not failed, "checks": results, "failed_checks": failed,
+    problems = ["%s%s" % (r["message"], " - fix: %s" % r["hint"] if r.get("hint") else "") for r in failed]
+    return {"changed": False, "ok": not failed, "checks": results, "failed_checks": failed, "problems": problems,
             "summary": health.summarize(results)}
 
 

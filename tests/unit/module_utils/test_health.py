@@ -119,3 +119,5 @@ def test_module_run_checks_with_discovery():
     out = platform_health_info.run_checks(kube, ["kueue"], [])
     assert out["ok"] is False and [r["object"] for r in out["failed_checks"]] == ["ClusterQueue/vision"]
     assert out["summary"] == {"kueue": {"checked": 2, "failed": 1, "ok": False}}
+    assert out["problems"] == ["ClusterQueue vision references missing ResourceFlavor h200 - fix: declare the flavor in "
+                               "gpuaas_flavors (or fix the tenant's quotas[].flavor) and converge the tenants"]

@@ -339,11 +339,13 @@ def test_rendering():
     assert "9/6 (+3 borrowed)" in next(line for line in lines if line.startswith("vision "))
     # 2700 utilization-points over 192 GPU samples = 14.06 %, over 60 allocated samples = 45 %
     assert lines[-1] == "cluster: 16 GPUs, 5 allocated, 1 idle, 11 unallocated, avg 14.06% (allocated: 45%)"
-    md = u.render_markdown(report, health=[{"check": "kueue", "ok": True, "message": "3 ClusterQueues active"},
-                                           {"check": "keda", "ok": False, "message": "ScaledObject a|b not Ready"}])
+    md = u.render_markdown(report, health=[{"check": "kueue", "object": "ClusterQueue/nlp", "ok": True, "message": "active"},
+                                           {"check": "keda", "object": "ScaledObject/a/b", "ok": False,
+                                            "message": "ScaledObject a|b not Ready", "hint": "describe it"}])
     assert md.startswith("# GPU platform validation report\n")
     assert "**Result: FAILED**" in md
-    assert "| keda | FAILED | ScaledObject a\\|b not Ready |" in md
+    assert "| kueue | ClusterQueue/nlp | ok | active |" in md
+    assert "| keda | ScaledObject/a/b | FAILED | ScaledObject a\\|b not Ready (fix: describe it) |" in md
     assert "| nlp | 2 | 0 | 85 | 85 | 82000 | 0.0333 | 2/8 | 0 |" in md
     assert "## Idle allocated GPUs" in md and "| gpu-h100-0 GPU 2 | GPU-gpu-h100-0-2 |" in md
     assert "| vision | active | h100 | nvidia.com/gpu | 6 | 4 | 9 | 3 | 0 |" in md
