@@ -206,8 +206,8 @@ def queue_reader_cluster_role() -> t.Dict[str, t.Any]:
              "rbac.authorization.k8s.io/aggregate-to-edit": "true",
              "rbac.authorization.k8s.io/aggregate-to-view": "true"}
     return {"apiVersion": RBAC_V, "kind": "ClusterRole", "metadata": _meta(QUEUE_READER_ROLE, extra_labels=extra),
-            "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "localqueues/status",
-                                                                       "workloads", "workloads/status"],
+            "rules": [{"apiGroups": ["kueue.x-k8s.io"],
+                       "resources": ["localqueues", "localqueues/status", "workloads", "workloads/status"],
                        "verbs": ["get", "list", "watch"]}]}
 
 
@@ -215,12 +215,10 @@ def tenant_cluster_role(tenant: Tenant) -> t.Dict[str, t.Any]:
     """Read-only access to the tenant's own ClusterQueue and the shared flavors/priorities/cohorts."""
     name = "gpuaas-tenant-%s" % tenant.name
     return {"apiVersion": RBAC_V, "kind": "ClusterRole", "metadata": _meta(name, tenant.name),
-            "rules": [
-                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "clusterqueues/status"],
-                 "resourceNames": [tenant.name], "verbs": ["get", "watch"]},
-                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["resourceflavors", "workloadpriorityclasses", "cohorts"],
-                 "verbs": ["get", "list", "watch"]},
-            ]}
+            "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "clusterqueues/status"],
+                       "resourceNames": [tenant.name], "verbs": ["get", "watch"]},
+                      {"apiGroups": ["kueue.x-k8s.io"], "resources": ["resourceflavors", "workloadpriorityclasses", "cohorts"],
+                       "verbs": ["get", "list", "watch"]}]}
 
 
 def tenant_cluster_role_binding(tenant: Tenant, subjects: t.List[t.Dict[str, str]]) -> t.Dict[str, t.Any]:

@@ -16,7 +16,7 @@ description:
     KEDA scales the target to zero once its GPUs stayed idle for O(idle_scale_to_zero.after_minutes).
   - O(triggers) are passed to KEDA unchanged (any scaler).
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 options:
   name:
     description: Name of the ScaledObject.

@@ -16,23 +16,23 @@ description:
     concurrency, one LIST per kind, no request for unchanged objects), then prunes objects this module owns
     that are no longer desired. Objects it does not own are never touched.
   - "Per tenant: namespaces (label C(gpuaas.io/tenant), plus C(kueue.openshift.io/managed=true) on OpenShift),
-    one ClusterQueue named like the tenant, a LocalQueue C(default) in every namespace (plus O(tenants[].queues)),
+    one ClusterQueue named like the tenant, a LocalQueue C(default) in every namespace (plus C(tenants[].queues)),
     RoleBindings (admins to C(admin), users to C(edit)), read access to the tenant's own ClusterQueue, and the
-    KEDA ScaledObjects of O(tenants[].autoscaling)."
+    KEDA ScaledObjects of C(tenants[].autoscaling)."
   - "Shared: ResourceFlavors, Cohorts, WorkloadPriorityClasses, a ClusterRole aggregated into C(admin)/C(edit)/C(view)
     that lets tenants read LocalQueues and Workloads (never ClusterQueues), and a ValidatingAdmissionPolicy that
     refuses GPU Pods, Jobs, Deployments and StatefulSets without the C(kueue.x-k8s.io/queue-name) label in tenant
     namespaces."
   - Every inventory problem is reported at once, with its path (for example C(gpuaas_tenants[3].quotas[0].flavor)),
     before anything is written.
-  - "Offboarding (O(tenants[].state=absent), or a tenant whose ClusterQueue exists but that the inventory no longer
+  - "Offboarding (C(tenants[].state=absent), or a tenant whose ClusterQueue exists but that the inventory no longer
     lists): the ClusterQueue gets C(stopPolicy: HoldAndDrain), the module waits (at most O(drain_timeout) seconds)
     until it holds no admitted or reserving workloads, then deletes the tenant's queues, bindings and ScaledObjects.
     Namespaces are deleted only with O(delete_namespaces=true)."
   - A LocalQueue whose ClusterQueue changed (a namespace moved to another tenant) is deleted and created again,
     because C(spec.clusterQueue) is immutable.
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
 options:
@@ -61,9 +61,9 @@ options:
     default: []
   prometheus:
     description:
-      - The shared Prometheus setting C({url, token | token_file | token_secret: {name, namespace, key}, ca_file,
+      - "The shared Prometheus setting C({url, token | token_file | token_secret: {name, namespace, key}, ca_file,
         validate_certs, timeout}) (inventory C(gpuaas_prometheus), also read by the validation role), used by the
-        idle scale-to-zero triggers of O(tenants[].autoscaling).
+        idle scale-to-zero triggers of C(tenants[].autoscaling)."
       - A token or CA is stored in a Secret in O(keda_namespace) and referenced through a
         C(ClusterTriggerAuthentication) named C(gpuaas-prometheus), so it never lands in a tenant namespace.
     type: dict
@@ -111,7 +111,7 @@ attributes:
     support: full
 notes:
   - Requires the C(kubernetes) Python library and Kueue (C(v1beta2), or C(v1beta1) on older clusters).
-  - KEDA is needed only when a tenant has O(tenants[].autoscaling).
+  - KEDA is needed only when a tenant has C(tenants[].autoscaling).
 """
 
 EXAMPLES = r"""

@@ -181,7 +181,7 @@ def test_converge_then_noop(converged):
 
 
 def test_check_mode_diff_shows_quota_change_and_writes_nothing(converged):
-    client, _ = converged
+    client = converged[0]
     p = params()
     p["tenants"][0]["quotas"][0]["resources"]["nvidia.com/gpu"] = 6
     client.calls.clear()
@@ -196,7 +196,7 @@ def test_check_mode_diff_shows_quota_change_and_writes_nothing(converged):
 
 
 def test_broken_inventory_fails_before_any_request_that_writes(converged):
-    client, _ = converged
+    client = converged[0]
     p = params()
     p["tenants"][0]["quotas"][0]["flavor"] = "h200"
     p["tenants"][1]["namespaces"] = ["nlp-train"]
@@ -209,7 +209,7 @@ def test_broken_inventory_fails_before_any_request_that_writes(converged):
 
 
 def test_capacity_error_lists_flavor(converged):
-    client, _ = converged
+    client = converged[0]
     p = params()
     p["tenants"][1]["quotas"][0]["resources"]["nvidia.com/gpu"] = 8
     with pytest.raises(InventoryError) as info:
@@ -220,7 +220,7 @@ def test_capacity_error_lists_flavor(converged):
 
 
 def test_removing_a_tenant_drains_then_deletes_only_its_objects(converged):
-    client, _ = converged
+    client = converged[0]
     client.objects[("ClusterQueue", None, "vision")]["status"] = {"admittedWorkloads": 1, "reservingWorkloads": 1}
     before_nlp = {k: copy.deepcopy(v) for k, v in client.objects.items()
                   if (v["metadata"].get("labels") or {}).get("gpuaas.io/tenant") == "nlp"}
@@ -249,7 +249,7 @@ def test_removing_a_tenant_drains_then_deletes_only_its_objects(converged):
 
 
 def test_drain_timeout_deletes_nothing(converged):
-    client, _ = converged
+    client = converged[0]
     client.objects[("ClusterQueue", None, "vision")]["status"] = {"admittedWorkloads": 2}
     p = params()
     p["tenants"][1]["state"] = "absent"
@@ -267,7 +267,7 @@ def test_drain_timeout_deletes_nothing(converged):
 
 
 def test_delete_namespaces_and_limit(converged):
-    client, _ = converged
+    client = converged[0]
     p = params(delete_namespaces=True, limit_tenants=["analytics"])
     p["tenants"][2]["state"] = "absent"
     result = run(client, p)
@@ -279,7 +279,7 @@ def test_delete_namespaces_and_limit(converged):
 
 
 def test_moved_namespace_recreates_local_queue(converged):
-    client, _ = converged
+    client = converged[0]
     p = params()
     p["tenants"][1]["namespaces"] = ["vision-dev"]
     p["tenants"][2]["namespaces"] = ["analytics", "vision-prod"]
@@ -322,7 +322,7 @@ def test_token_secret_is_read_and_copied_to_keda_namespace():
 
 
 def test_moved_namespace_in_check_mode_writes_nothing(converged):
-    client, _ = converged
+    client = converged[0]
     p = params()
     p["tenants"][1]["namespaces"] = ["vision-dev"]
     p["tenants"][2]["namespaces"] = ["analytics", "vision-prod"]
