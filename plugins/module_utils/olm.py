@@ -61,13 +61,10 @@ def subset_differs(desired: t.Any, live: t.Any) -> bool:
     """True when a field set in ``desired`` is missing or different in ``live``.
 
     Only the fields we set are compared, so defaults the API server adds never count as drift.
-    An empty dict in ``desired`` must be empty in ``live`` too (e.g. an OperatorGroup spec).
     """
     if isinstance(desired, dict):
         if not isinstance(live, dict):
-            return True
-        if not desired and live:
-            return True
+            return desired != {} or live is not None
         return any(subset_differs(value, live.get(key)) for key, value in desired.items())
     if isinstance(desired, list):
         if not isinstance(live, list) or len(desired) != len(live):
@@ -77,8 +74,14 @@ def subset_differs(desired: t.Any, live: t.Any) -> bool:
 
 
 def object_differs(desired: t.Dict[str, t.Any], live: t.Optional[t.Dict[str, t.Any]]) -> bool:
+    """Whether applying ``desired`` would change ``live`` (only the labels and spec fields we set count)."""
     if live is None:
         return True
+    if desired.get("kind") == "OperatorGroup":
+        # AllNamespaces mode is the absence of targetNamespaces: compare it explicitly.
+        want = (desired.get("spec") or {}).get("targetNamespaces") or []
+        if sorted(want) != sorted((live.get("spec") or {}).get("targetNamespaces") or []):
+            return True
     if subset_differs(desired.get("metadata", {}).get("labels") or {}, (live.get("metadata") or {}).get("labels") or {}) \
             and desired.get("metadata", {}).get("labels"):
         return True

@@ -55,8 +55,7 @@ def test_subset_differs_ignores_server_defaults():
     live = {"spec": {"name": "p", "installPlanApproval": "Automatic", "config": {}}, "status": {"x": 1}}
     assert not subset_differs(desired, live)
     assert subset_differs({"spec": {"name": "q"}}, live)
-    # an empty desired spec means "no target namespaces": a live spec that has some is drift
-    assert subset_differs({}, {"targetNamespaces": ["a"]})
+    assert not subset_differs({}, {"upgradeStrategy": {"name": "Default"}})
     assert subset_differs({"a": [1, 2]}, {"a": [1]})
 
 
@@ -67,6 +66,12 @@ def test_object_differs_on_missing_labels_and_absent_object():
     assert object_differs(desired, live)
     live["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "gpuaas.platform", "other": "x"}
     assert not object_differs(desired, live)
+    # AllNamespaces (no targetNamespaces) vs OwnNamespace, with the CRD's defaulted upgradeStrategy
+    all_ns = operator_group_object("og", "ns", [])
+    defaulted = {"metadata": live["metadata"], "spec": {"upgradeStrategy": {"name": "Default"}}}
+    assert not object_differs(all_ns, defaulted)
+    assert object_differs(all_ns, live)
+    assert object_differs(desired, defaulted)
 
 
 def test_expected_csv_prefers_pin_then_installed_then_current():
