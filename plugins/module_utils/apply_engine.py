@@ -584,6 +584,8 @@ class ApplyEngine:
         prune_kinds: t.Set[t.Tuple[str, str]] = set()
         if prune is not None:
             for av, kind in prune.kinds:
+                if av.startswith("kueue.x-k8s.io/"):
+                    av = self.convert_kueue({"apiVersion": av, "kind": kind, "metadata": {}})["apiVersion"]
                 res = self.client.resource(av, kind)
                 gk = (res.api_version, res.kind)
                 prune_kinds.add(gk)

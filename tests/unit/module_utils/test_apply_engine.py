@@ -341,3 +341,11 @@ def test_none_values_are_dropped():
     d = ae.ApplyEngine(FakeClient()).prepare(obj)
     assert d.obj == {"apiVersion": "v1", "kind": "Namespace",
                      "metadata": {"name": "x", "labels": {ae.MANAGED_BY_LABEL: ae.MANAGED_BY_VALUE}}}
+
+
+def test_prune_scope_with_v1beta2_kinds_works_on_v1beta1_clusters():
+    client = FakeClient(kueue_versions=("v1beta1",))
+    ae.ApplyEngine(client).reconcile([cq("a"), cq("b")], tenant="t1")
+    scope = ae.PruneScope([("kueue.x-k8s.io/v1beta2", "ClusterQueue")], tenant="t1")
+    result = ae.ApplyEngine(client).reconcile([cq("a")], tenant="t1", prune=scope)
+    assert [(r.ref.api_version, r.ref.name) for r in result.by_action("deleted")] == [("kueue.x-k8s.io/v1beta1", "b")]
