@@ -84,8 +84,8 @@ def test_lending_above_nominal():
 def test_flavor_missing_a_covered_resource_and_every_problem_listed():
     groups = [{"covered_resources": ["nvidia.com/gpu", "cpu"], "flavors": [
         {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominal_quota": 8}]},
-        {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominal_quota": "x"}, {"name": "cpu",
-                                                                                         "nominal_quota": -1},
+        {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominal_quota": "x"},
+                                       {"name": "cpu", "nominal_quota": -1},
                                        {"name": "memory", "nominal_quota": 1}]}]}]
     with pytest.raises(ValidationError) as err:
         kb.cluster_queue("Bad_Name", resource_groups=groups, queueing_strategy="LIFO")

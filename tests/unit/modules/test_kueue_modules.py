@@ -151,8 +151,9 @@ def test_kueue_info_reports_usage_and_cohort_tree(cluster):
     cq = info["cluster_queues"][0]
     assert cq["active"] and cq["cohort"] == "nlp" and cq["pending_workloads"] == 2
     assert cq["local_queues"] == ["team-a/default"]
-    assert cq["flavors"][0]["resources"][0] == {"name": "nvidia.com/gpu", "nominal_quota": "8", "borrowing_limit": "4",
-                                               "lending_limit": None, "usage": "10", "borrowed": "2", "reserved": "0"}
+    assert cq["flavors"][0]["resources"][0] == {
+        "name": "nvidia.com/gpu", "nominal_quota": "8", "borrowing_limit": "4", "lending_limit": None,
+        "usage": "10", "borrowed": "2", "reserved": "0"}
     assert info["cohort_tree"] == [{"name": "research", "cluster_queues": [], "children": [
         {"name": "nlp", "cluster_queues": ["team-a"], "children": []}]}]
     assert info["local_queues"][0]["cluster_queue"] == "team-a"
