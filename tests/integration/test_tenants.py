@@ -1,0 +1,323 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The tenants role against the lab, as a new user would try it (issue 5, "Done when").
+
+The example inventory (playbooks/inventory/lab) is converged for real (it is the demo's tenancy and stays);
+extra tenants made by these tests are prefixed ``itten-`` and removed again.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+INVENTORY = REPO / "playbooks" / "inventory" / "lab"
+TENANTS_PLAYBOOK = REPO / "playbooks" / "tenants.yml"
+OFFBOARD_PLAYBOOK = REPO / "playbooks" / "offboard_tenant.yml"
+EXAMPLE = INVENTORY / "group_vars" / "all" / "tenants.yml"
+PREFIX = "itten-"
+TASK = "Reconcile the GPU tenancy"
+MANAGED = "app.kubernetes.io/managed-by=gpuaas.platform,gpuaas.io/component=tenants"
+
+
+def example() -> dict:
+    return yaml.safe_load(EXAMPLE.read_text())
+
+
+def kubectl(lab, *args: str, context: str = "lab-admin", check: bool = False, stdin: str | None = None):
+    cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", context]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, check=check, timeout=120, input=stdin)
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 1.0):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def module_result(run) -> dict:
+    results = run.task_results(TASK)
+    assert len(results) == 1, run.explain()
+    return results[0]
+
+
+def owned_versions(kube, lab, tenant: str) -> dict:
+    """resourceVersion of every object of the tenants component labelled with ``tenant``."""
+    out = {}
+    kinds = [("v1", "Namespace"), ("kueue.x-k8s.io/%s" % lab.kueue_api, "ClusterQueue"),
+             ("kueue.x-k8s.io/%s" % lab.kueue_api, "LocalQueue"), ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+             ("rbac.authorization.k8s.io/v1", "ClusterRole"), ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+             ("keda.sh/v1alpha1", "ScaledObject")]
+    for api_version, kind in kinds:
+        res = kube.resources.get(api_version=api_version, kind=kind)
+        for item in res.get(label_selector="%s,gpuaas.io/tenant=%s" % (MANAGED, tenant)).items:
+            out[(kind, item.metadata.namespace, item.metadata.name)] = item.metadata.resourceVersion
+    return out
+
+
+def cleanup_prefixed(kube, lab):
+    """Remove every itten- object (queues first, namespaces last) whatever state a failed test left."""
+    kinds = [("keda.sh/v1alpha1", "ScaledObject"), ("batch/v1", "Job"),
+             ("kueue.x-k8s.io/%s" % lab.kueue_api, "LocalQueue"),
+             ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+             ("rbac.authorization.k8s.io/v1", "ClusterRole"), ("kueue.x-k8s.io/%s" % lab.kueue_api, "ClusterQueue")]
+    for api_version, kind in kinds:
+        res = kube.resources.get(api_version=api_version, kind=kind)
+        for item in res.get().items:
+            name, ns = item.metadata.name, item.metadata.namespace
+            if PREFIX in name or (ns or "").startswith(PREFIX):
+                try:
+                    res.delete(name=name, namespace=ns, body={"propagationPolicy": "Background"})
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+    nsres = kube.resources.get(api_version="v1", kind="Namespace")
+    for item in nsres.get().items:
+        if item.metadata.name.startswith(PREFIX):
+            try:
+                nsres.delete(name=item.metadata.name)
+            except Exception:  # noqa: BLE001
+                pass
+
+
+@pytest.fixture(scope="module")
+def converged(run_playbook, kube, lab):
+    """The example inventory converged with playbooks/tenants.yml (first run)."""
+    cleanup_prefixed(kube, lab)
+    first = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY)
+    assert first.rc == 0, first.explain()
+    yield first
+    cleanup_prefixed(kube, lab)
+
+
+def test_example_inventory_converges_and_second_run_is_noop(converged, run_playbook, kube, lab):
+    result = module_result(converged)
+    assert result["objects"] == 41
+    assert result["capacity"]["h100"] == {"nvidia.com/gpu": "16"}
+    cq = kube.resources.get(api_version="kueue.x-k8s.io/%s" % lab.kueue_api, kind="ClusterQueue").get(name="nlp")
+    assert cq.spec.namespaceSelector.matchLabels["gpuaas.io/tenant"] == "nlp"
+    lq = kube.resources.get(api_version="kueue.x-k8s.io/%s" % lab.kueue_api, kind="LocalQueue").get(
+        name="default", namespace="nlp-train")
+    assert lq.spec.clusterQueue == "nlp"
+
+    second = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY)
+    assert second.rc == 0, second.explain()
+    assert second.changed == 0, second.explain()
+    again = module_result(second)
+    assert again["summary"] == {"created": 0, "updated": 0, "unchanged": 41, "deleted": 0}
+    # nothing to change: LISTs only, not one request per object
+    assert again["requests"]["apply"] == 0 and again["requests"]["get"] == 0
+    assert again["requests"]["list"] < 20
+
+
+def test_check_diff_shows_quota_change_and_writes_nothing(converged, run_playbook, audit_writes):
+    tenants = example()["gpuaas_tenants"]
+    tenants[0]["quotas"][0]["resources"]["nvidia.com/gpu"] = 6
+    with audit_writes() as audit:
+        run = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_tenants": tenants},
+                           check=True, diff=True)
+    assert run.rc == 0, run.explain()
+    assert audit.events == [], audit.describe()
+    assert audit.dry_run_events, "check mode must still ask the API server (dry run)"
+    result = module_result(run)
+    assert result["updated"] == [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "name": "nlp"}]
+    (diff,) = result["diff"]
+    before = diff["before"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    after = diff["after"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert before["name"] == after["name"] == "nvidia.com/gpu"
+    assert (str(before["nominalQuota"]), str(after["nominalQuota"])) == ("8", "6")
+
+
+def test_broken_inventory_lists_every_mistake_and_changes_nothing(converged, run_playbook, audit_writes):
+    inv = example()
+    inv["gpuaas_tenants"][0]["quotas"][0]["flavor"] = "h200"                        # unknown flavor
+    inv["gpuaas_tenants"][1]["namespaces"] = ["nlp-train", "vision-dev"]           # claimed twice
+    inv["gpuaas_tenants"][2]["quotas"][0]["borrowing_limit"] = {"nvidia.com/gpu": 1}
+    del inv["gpuaas_tenants"][2]["cohort"]                                          # limit without cohort
+    inv["gpuaas_tenants"][1]["quotas"][0]["lending_limit"] = {"nvidia.com/gpu": 9}  # above nominal
+    inv["gpuaas_cohorts"].append({"name": "loop", "parent": "loop"})               # cycle
+    inv["gpuaas_tenants"].append({"name": PREFIX + "Bad", "namespaces": [PREFIX + "bad"]})  # bad name
+    with audit_writes() as audit:
+        run = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={
+            "gpuaas_tenants": inv["gpuaas_tenants"], "gpuaas_cohorts": inv["gpuaas_cohorts"]})
+    assert run.rc != 0
+    assert audit.events == [], audit.describe()
+    result = module_result(run)
+    assert result["failed"] is True and result.get("changed") is False
+    problems = "\n".join(result["problems"])
+    for expected in ("gpuaas_tenants[0].quotas[0].flavor: unknown flavor 'h200'",
+                     "gpuaas_tenants[1].namespaces[0]: namespace 'nlp-train' is already claimed by gpuaas_tenants[0] (nlp)",
+                     "gpuaas_tenants[2].quotas[0].borrowing_limit: borrowing_limit needs the tenant to be in a cohort",
+                     "gpuaas_tenants[1].quotas[0].lending_limit.nvidia.com/gpu: lending limit 9 is above the nominal quota 6",
+                     "cohort cycle loop -> loop",
+                     "gpuaas_tenants[3].name: 'itten-Bad' is not a DNS-1123 label"):
+        assert expected in problems, problems
+    assert len(result["problems"]) == 6, problems
+    assert "6 problems; nothing was changed" in result["msg"]
+
+
+def test_tenant_user_can_submit_but_not_change_cluster_queues(converged, lab, kube):
+    ns = "nlp-train"
+    assert kubectl(lab, "auth", "can-i", "create", "jobs.batch", "-n", ns, context=lab.tenant_context).stdout.strip() == "yes"
+    for verb in ("update", "patch", "delete", "create"):
+        out = kubectl(lab, "auth", "can-i", verb, "clusterqueues.kueue.x-k8s.io", context=lab.tenant_context)
+        assert out.stdout.strip() == "no", (verb, out.stdout, out.stderr)
+    assert kubectl(lab, "auth", "can-i", "get", "clusterqueues.kueue.x-k8s.io/nlp",
+                   context=lab.tenant_context).stdout.strip() == "yes"
+    assert kubectl(lab, "auth", "can-i", "list", "localqueues.kueue.x-k8s.io", "-n", ns,
+                   context=lab.tenant_context).stdout.strip() == "yes"
+    # really try it as alice: the edit is refused by the API server
+    denied = kubectl(lab, "patch", "clusterqueue", "nlp", "--type=merge", "-p", '{"spec":{"stopPolicy":"Hold"}}',
+                     context=lab.tenant_context)
+    assert denied.returncode != 0 and "forbidden" in denied.stderr.lower(), denied.stderr
+    # and submit a GPU job through the queue
+    name = PREFIX + "job-" + uuid.uuid4().hex[:5]
+    job = gpu_job(name, ns, queue="default")
+    created = kubectl(lab, "create", "-f", "-", context=lab.tenant_context, stdin=json.dumps(job))
+    try:
+        assert created.returncode == 0, created.stderr
+    finally:
+        kubectl(lab, "delete", "job", name, "-n", ns, "--ignore-not-found", "--wait=false")
+
+
+def gpu_job(name: str, namespace: str, queue: str | None = None) -> dict:
+    labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"suspend": True, "template": {"spec": {
+                "restartPolicy": "Never",
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "containers": [{"name": "train", "image": "registry.example/train:1",
+                                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+
+
+def gpu_pod(name: str, namespace: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [{"name": "c", "image": "registry.example/x:1",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def test_gpu_work_without_queue_is_refused_with_a_helpful_message(converged, lab, kube):
+    ns = "nlp-serve"
+    name = PREFIX + uuid.uuid4().hex[:5]
+    pod = kubectl(lab, "create", "-f", "-", context=lab.tenant_context, stdin=json.dumps(gpu_pod(name, ns)))
+    kubectl(lab, "delete", "pod", name, "-n", ns, "--ignore-not-found", "--wait=false")
+    assert pod.returncode != 0, "a GPU pod without queue label was admitted"
+    assert "must go through Kueue: add the label kueue.x-k8s.io/queue-name: default" in pod.stderr, pod.stderr
+    assert "kubectl get localqueues -n nlp-serve" in pod.stderr
+
+    job = kubectl(lab, "create", "-f", "-", "-o", "json", context=lab.tenant_context,
+                  stdin=json.dumps(gpu_job(name, ns)))
+    kubectl(lab, "delete", "job", name, "-n", ns, "--ignore-not-found", "--wait=false")
+    if job.returncode == 0:
+        # Kueue's LocalQueueDefaulting (GA in 0.17) put the Job into the namespace's `default` LocalQueue before
+        # the policy ran: it goes through Kueue, which is what the policy enforces.
+        labels = json.loads(job.stdout)["metadata"].get("labels") or {}
+        assert labels.get("kueue.x-k8s.io/queue-name") == "default", job.stdout
+    else:
+        assert "must go through Kueue: add the label kueue.x-k8s.io/queue-name: default" in job.stderr, job.stderr
+
+    # CPU-only work and GPU work outside tenant namespaces are not affected
+    cpu = gpu_pod(name + "-cpu", ns)
+    cpu["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
+    ok = kubectl(lab, "create", "-f", "-", context=lab.tenant_context, stdin=json.dumps(cpu))
+    kubectl(lab, "delete", "pod", name + "-cpu", "-n", ns, "--ignore-not-found", "--wait=false")
+    assert ok.returncode == 0, ok.stderr
+
+
+def extra_tenant(name: str, namespaces: list[str]) -> dict:
+    return {"name": name, "namespaces": namespaces, "cohort": "org",
+            "quotas": [{"flavor": "cpu", "resources": {"cpu": 4, "memory": "8Gi"}}],
+            "access": {"users": [PREFIX + "team"]}}
+
+
+def test_removing_a_tenant_drains_and_deletes_it_and_leaves_others_untouched(converged, run_playbook, kube, lab):
+    name = PREFIX + "off"
+    namespaces = [PREFIX + "off-a", PREFIX + "off-b"]
+    tenants = example()["gpuaas_tenants"] + [extra_tenant(name, namespaces)]
+    up = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_tenants": tenants})
+    assert up.rc == 0, up.explain()
+    assert module_result(up)["summary"]["created"] == 9  # 2 Namespaces, ClusterQueue, 2 LocalQueues, 2 RoleBindings, ClusterRole+Binding
+    cqs = kube.resources.get(api_version="kueue.x-k8s.io/%s" % lab.kueue_api, kind="ClusterQueue")
+    # a running workload in the tenant: Kueue admits it, the drain must evict it before anything is deleted
+    job_name = PREFIX + "busy"
+    job = gpu_job(job_name, namespaces[0], queue="default")
+    job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
+    job["spec"]["suspend"] = True
+    assert kubectl(lab, "create", "-f", "-", stdin=json.dumps(job)).returncode == 0
+    wait_until(lambda: (cqs.get(name=name).status or {}).get("admittedWorkloads", 0) == 1, 90,
+               "Kueue to admit the tenant's job")
+
+    others_before = {t: owned_versions(kube, lab, t) for t in ("nlp", "vision", "analytics")}
+    down = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_drain_timeout": 120})
+    assert down.rc == 0, down.explain()
+    result = module_result(down)
+    assert result["offboarded"] == [name]
+    deleted = {(d["kind"], d.get("namespace"), d["name"]) for d in result["deleted"]}
+    assert ("ClusterQueue", None, name) in deleted
+    assert {("LocalQueue", ns, "default") for ns in namespaces} <= deleted
+    assert {("RoleBinding", ns, "gpuaas-users") for ns in namespaces} <= deleted
+    assert result["kept_namespaces"] == sorted(namespaces)
+    wait_until(lambda: not [c for c in cqs.get().items if c.metadata.name == name], 60, "the ClusterQueue to be gone")
+    # namespaces stay (gpuaas_delete_namespaces is false) ...
+    nsres = kube.resources.get(api_version="v1", kind="Namespace")
+    assert all(nsres.get(name=ns).status.phase == "Active" for ns in namespaces)
+    # ... and other tenants' objects were not touched at all
+    others_after = {t: owned_versions(kube, lab, t) for t in ("nlp", "vision", "analytics")}
+    assert others_after == others_before
+    assert second_run_noop(run_playbook)
+
+
+def second_run_noop(run_playbook) -> bool:
+    again = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY)
+    assert again.rc == 0 and again.changed == 0, again.explain()
+    return True
+
+
+def test_offboard_playbook_deletes_namespaces_on_request(converged, run_playbook, kube, lab):
+    name = PREFIX + "gone"
+    namespaces = [PREFIX + "gone-a"]
+    tenants = example()["gpuaas_tenants"] + [extra_tenant(name, namespaces)]
+    up = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_tenants": tenants})
+    assert up.rc == 0, up.explain()
+    down = run_playbook(OFFBOARD_PLAYBOOK, inventory=INVENTORY,
+                        extra_vars={"tenant_name": name, "delete_namespaces": True, "drain_timeout": 60,
+                                    "gpuaas_tenants": tenants})
+    assert down.rc == 0, down.explain()
+    result = module_result(down)
+    assert result["offboarded"] == [name]
+    assert ("Namespace", namespaces[0]) in {(d["kind"], d["name"]) for d in result["deleted"]}
+    assert result["tenants"] == {}
+    nsres = kube.resources.get(api_version="v1", kind="Namespace")
+    wait_until(lambda: not [n for n in nsres.get().items if n.metadata.name == namespaces[0]], 120,
+               "the namespace to be deleted")
+
+
+def test_moving_a_namespace_recreates_its_local_queue(converged, run_playbook, kube, lab):
+    a, b = PREFIX + "mv-a", PREFIX + "mv-b"
+    ns = PREFIX + "mv-shared"
+    base = example()["gpuaas_tenants"]
+    first = base + [extra_tenant(a, [ns, PREFIX + "mv-a1"]), extra_tenant(b, [PREFIX + "mv-b1"])]
+    moved = base + [extra_tenant(a, [PREFIX + "mv-a1"]), extra_tenant(b, [PREFIX + "mv-b1", ns])]
+    assert run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_tenants": first}).rc == 0
+    run = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_tenants": moved})
+    assert run.rc == 0, run.explain()
+    assert module_result(run)["recreated_local_queues"] == ["%s/default" % ns]
+    lq = kube.resources.get(api_version="kueue.x-k8s.io/%s" % lab.kueue_api, kind="LocalQueue").get(
+        name="default", namespace=ns)
+    assert lq.spec.clusterQueue == b
+    assert kube.resources.get(api_version="v1", kind="Namespace").get(name=ns).metadata.labels["gpuaas.io/tenant"] == b
+    back = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_delete_namespaces": True})
+    assert back.rc == 0, back.explain()
+    assert sorted(module_result(back)["offboarded"]) == [a, b]
