@@ -57,7 +57,7 @@ options:
             default: token
       ca_file:
         description:
-          - PEM bundle of the CA that signed the server certificate (OpenShift: the service CA).
+          - PEM bundle of the CA that signed the server certificate (on OpenShift the service CA).
           - Defaults to the E(GPUAAS_PROMETHEUS_CA_FILE) environment variable, else the system trust store.
         type: path
       validate_certs:

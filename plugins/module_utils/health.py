@@ -156,8 +156,8 @@ def keda_checks(scaled_objects: t.Optional[t.Sequence[Obj]]) -> t.List[t.Dict[st
         if ready is None:
             detail = "has no Ready condition yet (is the KEDA operator running?)"
         else:
-            detail = "is not ready: %s%s" % (ready.get("reason") or "Unknown",
-                                            " - %s" % ready["message"] if ready.get("message") else "")
+            detail = "is not ready: %s%s" % (
+                ready.get("reason") or "Unknown", " - %s" % ready["message"] if ready.get("message") else "")
         meta = so.get("metadata") or {}
         hint = ("kubectl describe scaledobject -n %s %s; check that the scale target exists and that the trigger "
                 "(Prometheus address, query, authentication) works" % (meta.get("namespace"), meta.get("name")))

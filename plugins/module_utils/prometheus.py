@@ -49,6 +49,7 @@ PROMETHEUS_ARG_SPEC: t.Dict[str, t.Any] = {
             "token_file": {"type": "path"},
             "token_secret": {
                 "type": "dict",
+                "no_log": False,
                 "options": {
                     "name": {"type": "str", "required": True},
                     "namespace": {"type": "str", "required": True},

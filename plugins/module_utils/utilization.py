@@ -511,8 +511,9 @@ def gpu_report(
 
 
 def _short_gpu(g: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
-    return {k: g[k] for k in ("node", "gpu", "uuid", "model", "mig_profile", "namespace", "pod", "tenant",
-                               "idle_seconds", "avg_utilization", "last_utilization")}
+    keys = ("node", "gpu", "uuid", "model", "mig_profile", "namespace", "pod", "tenant", "idle_seconds",
+            "avg_utilization", "last_utilization")
+    return {k: g[k] for k in keys}
 
 
 def _natural(text: str) -> t.Tuple[int, t.Union[int, str]]:

@@ -25,11 +25,11 @@ description:
     C(metrics.enableClusterQueueResources)) or, when those are missing, from the ClusterQueue objects;
   - recommendations (quota far above use, persistent borrowing or waiting, idle GPUs) and, when thresholds
     are given, the violations, each naming the tenant, the GPUs and why.
-  - DCGM label variants are handled: C(namespace)/C(pod) or C(exported_namespace)/C(exported_pod) (scrapes that do
-    not honour the exporter's labels), C(Hostname) or C(hostname).
+  - "DCGM label variants are handled: C(namespace)/C(pod) or C(exported_namespace)/C(exported_pod) (scrapes that do
+    not honour the exporter's labels), C(Hostname) or C(hostname)."
   - Also returns a short per-tenant table and the whole report as Markdown. Read-only; runs in check mode.
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
   - gpuaas.platform.prometheus
   - gpuaas.platform.k8s_auth

@@ -24,7 +24,7 @@ description:
     shows per-object changes.
   - Kinds whose API the cluster does not serve are skipped and listed in RV(skipped) (with a warning).
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
 options:
@@ -137,8 +137,7 @@ options:
         default: []
       alert_overrides:
         description:
-          - Per alert name, C(for) and extra C(labels) to use instead of the shipped ones, for example
-            C({GpuaasGpuAllocatedIdle: {for: 1h, labels: {severity: info}}}).
+          - Per alert name, C(for) and extra C(labels) to use instead of the shipped ones (see EXAMPLES).
         type: dict
         default: {}
   dashboards:
@@ -193,6 +192,15 @@ EXAMPLES = r"""
     dashboards:
       files:
         gpuaas-gpu-dashboard.json: "{{ lookup('ansible.builtin.file', 'gpuaas-gpu-dashboard.json') }}"
+
+- name: Alert later on idle GPUs, with a lower severity
+  gpuaas.platform.monitoring_objects:
+    rules:
+      groups: "{{ (lookup('ansible.builtin.file', 'gpuaas-alerts.rules.yml') | from_yaml).groups }}"
+      alert_overrides:
+        GpuaasGpuAllocatedIdle: {for: 1h, labels: {severity: info}}
+    dashboards:
+      enabled: false
 """
 
 RETURN = r"""

@@ -20,7 +20,7 @@ description:
   - Each result says what is wrong and how to fix it. Read-only; runs in check mode. The module never fails because
     of an unhealthy platform (the C(gpuaas.platform.validate) role decides); it fails only when it cannot read.
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
 options:

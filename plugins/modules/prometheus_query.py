@@ -16,7 +16,7 @@ description:
   - Errors say what went wrong and how to fix it (server unreachable, TLS verification, 401/403, PromQL syntax).
   - Read-only; runs in check mode too.
 author:
-  - gpuaas.platform contributors
+  - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
   - gpuaas.platform.prometheus
   - gpuaas.platform.k8s_auth
