@@ -516,7 +516,7 @@ class ApplyEngine:
         if not isinstance(obj, dict):
             raise GpuaasError("desired object %r is not a mapping" % (obj,),
                               hint="pass Kubernetes objects as dicts with apiVersion, kind and metadata.name")
-        obj = strip_none(copy.deepcopy(obj))
+        obj = strip_none(obj)  # builds new dicts and lists: the caller's object is not modified
         meta = obj.get("metadata") or {}
         if not obj.get("apiVersion") or not obj.get("kind") or not meta.get("name"):
             raise GpuaasError("desired object is missing apiVersion, kind or metadata.name: %s"
