@@ -766,13 +766,12 @@ def evaluate_thresholds(
     if min_utilization is not None:
         for tenant in report.get("tenants", []):
             avg = tenant.get("avg_utilization")
-            if avg is None or tenant.get("gpu_hours", 0) <= 0 or avg >= min_utilization:
-                continue
+            if tenant["tenant"] == UNASSIGNED or avg is None or tenant.get("gpu_hours", 0) <= 0 or avg >= min_utilization:
+                continue  # namespaces of no tenant are reported, not judged
             gpus = sorted(tenant.get("gpu_list", []), key=lambda g: (g["avg_utilization"] is None, g["avg_utilization"] or 0))
             detail = ", ".join("%s (%s/%s) %s%%" % (g["gpu"], g["namespace"], g["pod"], _fmt_num(g["avg_utilization"]))
                                for g in gpus) or "no GPU held now"
-            who = ("tenant %s" % tenant["tenant"] if tenant["tenant"] != UNASSIGNED
-                   else "namespaces without a tenant (%s)" % ", ".join(tenant.get("namespaces") or []))
+            who = "tenant %s" % tenant["tenant"]
             out.append({
                 "check": "min_utilization", "tenant": tenant["tenant"], "value": avg, "threshold": min_utilization,
                 "gpus": [g["gpu"] for g in gpus],

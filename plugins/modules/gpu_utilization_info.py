@@ -80,7 +80,7 @@ options:
   min_utilization:
     description:
       - Minimum average utilization (%) each tenant's GPUs must reach over the window; tenants below it are
-        listed in RV(violations). Tenants that held no GPU in the window are not judged.
+        listed in RV(violations). Tenants that held no GPU in the window and namespaces of no tenant are not judged.
     type: float
   max_idle_gpus:
     description: Largest number of idle GPUs allowed; more are a violation listing each idle GPU.

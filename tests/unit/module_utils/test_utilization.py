@@ -313,14 +313,13 @@ def test_thresholds_name_tenant_gpu_and_reason():
     for v in report["violations"]:
         by_check.setdefault(v["check"], []).append(v)
     low = {v["tenant"]: v for v in by_check["min_utilization"]}
-    assert sorted(low) == ["(no tenant)", "analytics", "vision"]  # nlp at 85% passes
+    assert sorted(low) == ["analytics", "vision"]  # nlp at 85% passes; scratch (10%, no tenant) is not judged
     assert low["vision"]["value"] == 0.0 and low["analytics"]["value"] == 45.0
     assert ("tenant vision: average GPU utilization 0% over the last 1m is below the minimum 50% "
             "(gpuaas_validate_min_utilization); its GPUs: gpu-h100-0 GPU 2 (vision-dev/notebook-0) 0%") in low["vision"]["message"]
     idle = by_check["max_idle_gpus"][0]
     assert idle["value"] == 1 and idle["tenants"] == ["vision"]
     assert "gpu-h100-0 GPU 2 (UUID GPU-gpu-h100-0-2) held by vision-dev/notebook-0 of tenant vision, below 5% for 1m" in idle["message"]
-    assert low[u.UNASSIGNED]["message"].startswith("namespaces without a tenant (scratch): average GPU utilization 10%")
     # thresholds the figures meet: no violation
     assert full_report(min_utilization=0, max_idle_gpus=1)["violations"] == []
     assert [v["tenant"] for v in full_report(min_utilization=1)["violations"]] == ["vision"]
