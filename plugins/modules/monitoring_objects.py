@@ -22,7 +22,9 @@ description:
   - Objects carry C(app.kubernetes.io/managed-by=gpuaas.platform) and C(app.kubernetes.io/part-of=gpuaas-observability);
     objects with these labels that are no longer desired are deleted. Check mode is a server-side dry run; C(--diff)
     shows per-object changes.
-  - Kinds whose API the cluster does not serve are skipped and listed in RV(skipped) (with a warning).
+  - Kinds whose API the cluster does not serve (no Prometheus Operator, no Grafana Operator), and monitors whose
+    namespace does not exist (Kueue or the GPU Operator not installed there), are skipped and listed in RV(skipped)
+    with a warning.
 author:
   - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
@@ -252,7 +254,12 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.apply_engine import ApplyEngine, ObjectRef, PruneScope
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import K8S_AUTH_ARG_SPEC, get_client
+from ansible_collections.gpuaas.platform.plugins.module_utils.client import (
+    K8S_AUTH_ARG_SPEC,
+    ApiException,
+    get_client,
+    translate_api_exception,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.utilization import tenant_mapping_rule_group
 
@@ -379,6 +386,31 @@ def desired_objects(params: t.Mapping[str, t.Any], served: t.Callable[[str, str]
     return objects, skipped
 
 
+def skip_missing_namespaces(objects: t.List[t.Dict[str, t.Any]], client: t.Any
+                            ) -> t.Tuple[t.List[t.Dict[str, t.Any]], t.List[t.Dict[str, t.Any]]]:
+    """Monitors live in the namespace of what they scrape (Kueue, GPU Operator): skip those whose namespace does
+    not exist (the component is not installed there) instead of failing the whole apply."""
+    created = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+    namespaces = client.resource("v1", "Namespace")
+    exists: t.Dict[str, bool] = {}
+    keep, skipped = [], []
+    for obj in objects:
+        ns = obj["metadata"].get("namespace")
+        if obj["kind"] in ("ServiceMonitor", "PodMonitor") and ns and ns not in created:
+            if ns not in exists:
+                try:
+                    exists[ns] = namespaces.get(ns) is not None
+                except ApiException as exc:
+                    raise translate_api_exception(exc, "read", "Namespace %s" % ns)
+            if not exists[ns]:
+                what = "Kueue" if obj["metadata"]["name"] == "gpuaas-kueue" else "the DCGM exporter (GPU Operator)"
+                skipped.append({"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
+                                "namespace": ns, "reason": "namespace %s does not exist: is %s installed there?" % (ns, what)})
+                continue
+        keep.append(obj)
+    return keep, skipped
+
+
 def run(module: t.Any) -> t.Dict[str, t.Any]:
     client = get_client(module)
 
@@ -398,6 +430,8 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
         out.update(objects=[], skipped=[])
         return out
     objects, skipped = desired_objects(module.params, served)
+    objects, missing = skip_missing_namespaces(objects, client)
+    skipped += missing
     result = engine.reconcile(objects, prune=prune)
     out = result.to_module_result(diff=module._diff)
     out["objects"] = [ObjectRef.from_object(o).to_dict() for o in objects]
@@ -455,8 +489,7 @@ def main() -> None:
         fail_module(module, err)
         return
     for item in result.get("skipped") or []:
-        module.warn("skipped %s %s: %s (install the Prometheus Operator / Grafana Operator to get it)"
-                    % (item["kind"], item["name"], item["reason"]))
+        module.warn("skipped %s %s: %s" % (item["kind"], item["name"], item["reason"]))
     module.exit_json(**result)
 
 

@@ -114,3 +114,21 @@ def test_alert_overrides():
 def test_bad_dashboard_json():
     with pytest.raises(GpuaasError, match="dashboard x.json is not valid JSON"):
         mo.desired_objects(params(dashboards={"files": {"x.json": "{not json"}}), served_all)
+
+
+def test_monitors_in_missing_namespaces_are_skipped():
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    from fake_kube import FakeKube  # pylint: disable=import-outside-toplevel
+
+    kube = FakeKube()
+    kube.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
+    objects, _ = mo.desired_objects(params(), served_all)
+    keep, skipped = mo.skip_missing_namespaces(objects, kube)
+    assert [(s["kind"], s["name"], s["namespace"]) for s in skipped] == [("ServiceMonitor", "gpuaas-dcgm-exporter", "gpu-operator")]
+    assert skipped[0]["reason"] == "namespace gpu-operator does not exist: is the DCGM exporter (GPU Operator) installed there?"
+    assert ("ServiceMonitor", "gpuaas-kueue") in by_kind(keep) and ("PrometheusRule", "gpuaas-gpu-alerts") in by_kind(keep)
+    # a monitor in the namespace the module creates itself is kept
+    objects, _ = mo.desired_objects(params(dcgm_monitor={"namespace": "gpuaas-monitoring"}), served_all)
+    keep, skipped = mo.skip_missing_namespaces(objects, kube)
+    assert skipped == [] and ("ServiceMonitor", "gpuaas-dcgm-exporter") in by_kind(keep)
