@@ -19,9 +19,10 @@ description:
     every tenant namespace to its tenant (C(gpuaas:namespace_tenant:info)) so dashboards can aggregate per tenant;
   - Grafana dashboards as a C(ConfigMap) for the Grafana dashboard sidecar (label C(grafana_dashboard=1) by default)
     and/or as C(GrafanaDashboard) objects of the Grafana Operator (C(grafana.integreatly.org/v1beta1)).
-  - Objects carry C(app.kubernetes.io/managed-by=gpuaas.platform) and C(app.kubernetes.io/part-of=gpuaas-observability);
-    objects with these labels that are no longer desired are deleted. Check mode is a server-side dry run; C(--diff)
-    shows per-object changes.
+  - Objects carry C(app.kubernetes.io/managed-by=gpuaas.platform), C(app.kubernetes.io/part-of=gpuaas-observability)
+    and C(app.kubernetes.io/instance=<namespace>); objects with these labels (same O(namespace)) that are no longer
+    desired are deleted, so installations with different O(namespace) do not touch each other.
+  - Check mode is a server-side dry run; C(--diff) shows per-object changes.
   - Kinds whose API the cluster does not serve (no Prometheus Operator, no Grafana Operator), and monitors whose
     namespace does not exist (Kueue or the GPU Operator not installed there), are skipped and listed in RV(skipped)
     with a warning.
@@ -266,6 +267,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.utilization import
 MONITORING = "monitoring.coreos.com/v1"
 GRAFANA = "grafana.integreatly.org/v1beta1"
 PART_OF = {"app.kubernetes.io/part-of": "gpuaas-observability"}
+INSTANCE_LABEL = "app.kubernetes.io/instance"
 KINDS = {
     "ServiceMonitor": MONITORING,
     "PodMonitor": MONITORING,
@@ -307,12 +309,19 @@ def apply_overrides(groups: t.Sequence[t.Mapping[str, t.Any]], overrides: t.Mapp
     return out
 
 
+def owner_labels(namespace: str) -> t.Dict[str, str]:
+    """Labels that mark the objects of one installation (keyed by its namespace): prune only touches these."""
+    labels = dict(PART_OF)
+    labels[INSTANCE_LABEL] = namespace
+    return labels
+
+
 def desired_objects(params: t.Mapping[str, t.Any], served: t.Callable[[str, str], bool]
                     ) -> t.Tuple[t.List[t.Dict[str, t.Any]], t.List[t.Dict[str, t.Any]]]:
     """``(objects, skipped)`` for the module options; ``served(api_version, kind)`` tells what the cluster serves."""
-    labels = dict(PART_OF)
-    labels.update({str(k): str(v) for k, v in (params.get("labels") or {}).items()})
     namespace = params["namespace"]
+    labels = owner_labels(namespace)
+    labels.update({str(k): str(v) for k, v in (params.get("labels") or {}).items()})
     objects: t.List[t.Dict[str, t.Any]] = []
     skipped: t.List[t.Dict[str, t.Any]] = []
 
@@ -423,7 +432,7 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
 
     engine = ApplyEngine(client, check_mode=module.check_mode)
     prune_kinds = [(KINDS[k], k) for k in KINDS if served(KINDS[k], k)]
-    prune = PruneScope(prune_kinds, labels=PART_OF, require_tenant_label=False)
+    prune = PruneScope(prune_kinds, labels=owner_labels(module.params["namespace"]), require_tenant_label=False)
     if module.params["state"] == "absent":
         result = engine.reconcile([], prune=prune)
         out = result.to_module_result(diff=module._diff)

@@ -60,6 +60,7 @@ def test_all_objects_when_everything_is_served():
     for obj in objects:
         assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "gpuaas-observability"
         assert obj["metadata"]["labels"]["release"] == "kps"
+        assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == "gpuaas-monitoring"
     kueue = objs[("ServiceMonitor", "gpuaas-kueue")]
     assert kueue["metadata"]["namespace"] == "kueue-system"
     assert kueue["spec"]["endpoints"] == [{"port": "https", "path": "/metrics", "scheme": "https", "interval": "30s",
