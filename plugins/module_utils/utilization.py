@@ -49,7 +49,7 @@ DCGM_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname", "hostname", "pc
                "exported_container", "DCGM_FI_DRIVER_VERSION", "err_code", "err_msg")
 
 # Kueue's Prometheus metrics (sigs.k8s.io/kueue v0.17.0 pkg/metrics/metrics.go); every one also has the
-# label ``replica_role`` (leader|follower|standalone) since v0.14.
+# label ``replica_role`` (leader|follower|standalone) in v0.17.
 KUEUE_METRICS = {
     "kueue_admission_attempts_total": ("result",),
     "kueue_admission_attempt_duration_seconds": ("result",),
