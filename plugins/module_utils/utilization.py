@@ -13,13 +13,14 @@ DCGM exporter label variants handled:
 * node: ``Hostname`` (older exporters), ``hostname`` (newer), ``kubernetes_node``/``node`` (relabelled);
 * workload: ``namespace``/``pod``/``container`` when the scrape honours the exporter's labels, or
   ``exported_namespace``/``exported_pod``/``exported_container`` when it does not (then ``namespace``
-  and ``pod`` name the exporter's own pod and are ignored);
+  and ``pod`` name the exporter's own pod and are ignored), decided per series, so a mix of both scrapes works;
 * MIG instances: ``GPU_I_ID``/``GPU_I_PROFILE`` make each instance its own GPU entry.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.tenant_model import is_accelerator, parse_quantity
@@ -205,21 +206,35 @@ def node_of(labels: t.Mapping[str, str]) -> str:
     return labels.get("instance", "unknown")
 
 
-def uses_exported_labels(matrices: t.Iterable[Matrix]) -> bool:
-    """True when the scrape did not honour the exporter's labels (any ``exported_pod``/``exported_namespace``)."""
+EXPORTER_POD = re.compile(r"dcgm-exporter")
+
+
+def label_variant(matrices: t.Iterable[Matrix]) -> str:
+    """``namespace/pod`` (scrape honoured the exporter's labels), ``exported_*`` (it did not) or ``mixed``."""
+    exported = honoured = False
     for matrix in matrices:
         for labels, _values in matrix:
             if labels.get("exported_namespace") or labels.get("exported_pod"):
-                return True
-    return False
+                exported = True
+            elif labels.get("pod") and not EXPORTER_POD.search(labels["pod"]):
+                honoured = True
+    if exported and honoured:
+        return "mixed"
+    return "exported_*" if exported else "namespace/pod"
 
 
-def workload_of(labels: t.Mapping[str, str], exported: bool) -> t.Optional[t.Tuple[str, str, str]]:
-    """``(namespace, pod, container)`` of the workload holding the GPU, ``None`` when unallocated."""
-    if exported:
+def workload_of(labels: t.Mapping[str, str]) -> t.Optional[t.Tuple[str, str, str]]:
+    """``(namespace, pod, container)`` of the workload holding the GPU, ``None`` when unallocated.
+
+    Per series: ``exported_*`` labels win (the scrape did not honour the exporter's labels; ``namespace``/``pod``
+    then name the exporter's own pod); a ``pod`` that is the DCGM exporter itself means no workload.
+    """
+    if labels.get("exported_namespace") or labels.get("exported_pod"):
         ns, pod, ctr = labels.get("exported_namespace"), labels.get("exported_pod"), labels.get("exported_container")
     else:
         ns, pod, ctr = labels.get("namespace"), labels.get("pod"), labels.get("container")
+        if pod and EXPORTER_POD.search(pod):
+            return None
     if not ns or not pod:
         return None
     return ns, pod, ctr or ""
@@ -287,7 +302,7 @@ class _Gpu:
         self.workloads: t.Dict[float, t.Set[t.Tuple[str, str, str]]] = {}
 
 
-def _timelines(util: Matrix, fb: Matrix, exported: bool) -> t.Dict[t.Tuple[str, str, str], _Gpu]:
+def _timelines(util: Matrix, fb: Matrix) -> t.Dict[t.Tuple[str, str, str], _Gpu]:
     gpus: t.Dict[t.Tuple[str, str, str], _Gpu] = {}
     for labels, values in util:
         key = gpu_key(labels)
@@ -298,7 +313,7 @@ def _timelines(util: Matrix, fb: Matrix, exported: bool) -> t.Dict[t.Tuple[str, 
             for field, val in gpu_identity(labels).items():
                 if val and not gpu.identity.get(field):
                     gpu.identity[field] = val
-        workload = workload_of(labels, exported)
+        workload = workload_of(labels)
         for ts, val in values:
             if math.isnan(val):
                 continue
@@ -362,8 +377,8 @@ def gpu_report(
     ``idle_threshold`` % for at least ``idle_for`` seconds (trailing); *unallocated* when no pod holds it now.
     """
     fb = fb or []
-    exported = uses_exported_labels([util, fb])
-    gpus = _timelines(util, fb, exported)
+    variant = label_variant([util, fb])
+    gpus = _timelines(util, fb)
     ns_map, tenant_list = tenant_index(tenants)
     namespaces: t.Dict[str, _Acc] = {}
     tenant_acc: t.Dict[str, _Acc] = {x["name"]: _Acc() for x in tenant_list}
@@ -500,7 +515,7 @@ def gpu_report(
         "window": {"start": start, "end": end, "seconds": (end - start) + step, "step": step},
         "idle_threshold": idle_threshold,
         "idle_for_seconds": idle_for,
-        "label_variant": "exported_*" if exported else "namespace/pod",
+        "label_variant": variant,
         "cluster": cluster,
         "gpus": gpu_rows,
         "namespaces": ns_rows,

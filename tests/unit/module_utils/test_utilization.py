@@ -109,9 +109,11 @@ def test_label_helpers():
     assert u.node_of({"hostname": "n1"}) == "n1"
     assert u.node_of({"Hostname": "N", "hostname": "n"}) == "N"
     assert u.node_of({"instance": "10.0.0.1:9400"}) == "10.0.0.1:9400"
-    assert u.workload_of({"namespace": "a", "pod": "p"}, exported=False) == ("a", "p", "")
-    assert u.workload_of({"namespace": "gpu-operator", "pod": "dcgm"}, exported=True) is None
-    assert u.workload_of({"namespace": "a", "pod": ""}, exported=False) is None
+    assert u.workload_of({"namespace": "a", "pod": "p"}) == ("a", "p", "")
+    assert u.workload_of({"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x"}) is None
+    assert u.workload_of({"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x", "exported_namespace": "a",
+                          "exported_pod": "p", "exported_container": "c"}) == ("a", "p", "c")
+    assert u.workload_of({"namespace": "a", "pod": ""}) is None
     assert u.gpu_key({"Hostname": "n", "gpu": "0", "GPU_I_ID": "3"}) == ("n", "0", "3")
 
 
@@ -158,6 +160,16 @@ def test_exact_figures_for_both_label_variants(variant):
     assert ("gpu-h100-0", "4") in [(g["node"], g["gpu"]) for g in report["unallocated_gpus"]]
     # GPUs in natural order: node, then index
     assert [g["gpu"] for g in report["gpus"][:8]] == [str(i) for i in range(8)]
+
+
+def test_mixed_scrapes_of_both_variants_count_each_gpu_once():
+    honored, _ = lab_matrix("honored")
+    exported, _ = lab_matrix("exported")
+    report = u.gpu_report(honored + exported, [], START, END, STEP, tenants=TENANTS, idle_for=30.0)
+    assert report["label_variant"] == "mixed"
+    assert (report["cluster"]["gpus"], report["cluster"]["allocated_gpus"], report["cluster"]["unallocated_gpus"]) == (16, 5, 11)
+    nlp = next(x for x in report["tenants"] if x["tenant"] == "nlp")
+    assert (nlp["gpus"], nlp["avg_utilization"], nlp["gpu_hours"]) == (2, 85.0, round(2 * 60 / 3600, 4))
 
 
 def test_idle_needs_the_full_idle_duration():
