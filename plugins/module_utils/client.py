@@ -408,11 +408,21 @@ class KubeClient:
             headers["Content-Type"] = content_type
         elif body is not None:
             headers["Content-Type"] = "application/json"
-        resp = self.api_client.call_api(
-            path, method, query_params=list(query or []), header_params=headers, body=body,
-            auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-            _request_timeout=timeout,
-        )
+        if hasattr(self.api_client, "param_serialize"):
+            # kubernetes >= 35 (new OpenAPI generator): serialize, send, and raise on HTTP errors ourselves.
+            method_, url, hdrs, body_, _post = self.api_client.param_serialize(
+                method, path, query_params=list(query or []), header_params=headers, body=body,
+                auth_settings=["BearerToken"])
+            resp = self.api_client.call_api(method_, url, header_params=hdrs, body=body_, _request_timeout=timeout)
+            resp.read()
+            if not 200 <= resp.status <= 299:
+                raise ApiException(http_resp=resp)
+        else:  # pragma: no cover - kubernetes < 35
+            resp = self.api_client.call_api(
+                path, method, query_params=list(query or []), header_params=headers, body=body,
+                auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
+                _request_timeout=timeout,
+            )
         data = resp.data
         if not data:
             return {}

@@ -127,3 +127,94 @@ def test_translate_422_lists_causes():
     err = cl.translate_api_exception(exc, "apply", "ClusterQueue q")
     assert err.problems == ["spec.stopPolicy: Unsupported value"]
     assert "ClusterQueue q" in err.message and "invalid" in err.message
+
+
+class _FakeApiServer:
+    """A tiny HTTP server speaking just enough of the Kubernetes API to exercise KubeClient.request for real."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        self.requests = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _reply(self, status, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _handle(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode() if length else ""
+                outer.requests.append({"method": self.command, "path": self.path, "body": body,
+                                       "headers": {k.lower(): self.headers.get_all(k) for k in self.headers.keys()}})
+                if self.path.startswith("/apis/kueue.x-k8s.io/v1beta2?") or self.path == "/apis/kueue.x-k8s.io/v1beta2":
+                    return self._reply(200, {"resources": [{"name": "clusterqueues", "kind": "ClusterQueue",
+                                                            "namespaced": False, "verbs": ["list", "patch"]}]})
+                if self.path.startswith("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/missing"):
+                    return self._reply(404, {"kind": "Status", "reason": "NotFound", "message": "not found"})
+                if self.path.startswith("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/bad"):
+                    return self._reply(422, {"kind": "Status", "reason": "Invalid", "message": "is invalid",
+                                             "details": {"causes": [{"field": "spec.x", "message": "nope"}]}})
+                if self.path.startswith("/apis/kueue.x-k8s.io/v1beta2/clusterqueues"):
+                    if self.command == "PATCH":
+                        return self._reply(200, json.loads(body))
+                    return self._reply(200, {"items": [{"metadata": {"name": "a"}}], "metadata": {}})
+                return self._reply(404, {"kind": "Status", "reason": "NotFound", "message": "no such API"})
+
+            do_GET = do_PATCH = do_DELETE = _handle
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def apiserver():
+    server = _FakeApiServer()
+    yield server
+    server.close()
+
+
+def test_requests_through_the_installed_kubernetes_library(apiserver):
+    conf = cl._build_configuration({"host": apiserver.url, "api_key": "sekret"})
+    client = cl.KubeClient(conf, {"impersonate_user": "alice", "impersonate_groups": ["g1", "g2"]})
+    res = client.resource("kueue.x-k8s.io/v1beta2", "ClusterQueue")
+    items = res.list(label_selector="app.kubernetes.io/managed-by=gpuaas.platform")
+    assert items == [{"metadata": {"name": "a"}, "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue"}]
+    applied = res.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "q"}},
+                        "gpuaas.platform", force=True, dry_run=True)
+    assert applied["metadata"]["name"] == "q"
+    assert res.get("missing") is None
+    with pytest.raises(cl.ApiException) as err:
+        res.apply({"metadata": {"name": "bad"}}, "gpuaas.platform")
+    assert err.value.status == 422
+    assert cl.translate_api_exception(err.value, "apply", "ClusterQueue bad").problems == ["spec.x: nope"]
+
+    listing = apiserver.requests[1]
+    assert listing["path"].startswith("/apis/kueue.x-k8s.io/v1beta2/clusterqueues?")
+    from urllib.parse import parse_qs, urlsplit
+    assert parse_qs(urlsplit(listing["path"]).query) == {"labelSelector": ["app.kubernetes.io/managed-by=gpuaas.platform"],
+                                                        "limit": ["500"]}
+    patch = apiserver.requests[2]
+    assert patch["method"] == "PATCH"
+    assert "fieldManager=gpuaas.platform" in patch["path"] and "force=true" in patch["path"]
+    assert "dryRun=All" in patch["path"]
+    assert patch["headers"]["content-type"] == ["application/apply-patch+yaml"]
+    assert patch["headers"]["authorization"] == ["Bearer sekret"]
+    assert patch["headers"]["impersonate-user"] == ["alice"]
+    assert sorted(patch["headers"]["impersonate-group"]) == ["g1", "g2"]
+    assert json.loads(patch["body"])["metadata"]["name"] == "q"
