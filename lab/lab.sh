@@ -90,8 +90,9 @@ link_tools() {
   mkdir -p "$LAB_BIN"
   local k; k=$(cache_dir kubernetes "$KUBERNETES_VERSION")/bin
   ln -sf "$k/kubectl" "$LAB_BIN/kubectl"
-  local d; for d in "$(cache_dir helm "$HELM_VERSION")/bin/helm" /usr/bin/promtool; do [ -x "$d" ] && ln -sf "$d" "$LAB_BIN/$(basename "$d")"; done
-  return 0
+  local d; for d in "$(cache_dir helm "$HELM_VERSION")/bin/helm" /usr/bin/promtool; do
+    if [ -x "$d" ]; then ln -sf "$d" "$LAB_BIN/$(basename "$d")"; fi
+  done
 }
 
 # ---------------------------------------------------------------- PKI and kubeconfigs
@@ -272,7 +273,7 @@ scrape_configs:
   file_sd_configs: [{files: ['$LAB_DIR/prometheus/targets/*.json'], refresh_interval: 5s}]
 EOF
     # Components that need their own scrape job drop a YAML list item (one scrape config) in scrape.d/.
-    local f; for f in "$LAB_DIR"/prometheus/scrape.d/*.yml; do [ -f "$f" ] && cat "$f"; done
+    local f; for f in "$LAB_DIR"/prometheus/scrape.d/*.yml; do if [ -f "$f" ]; then cat "$f"; fi; done
   } >"$LAB_DIR/prometheus/prometheus.yml"
 }
 
@@ -368,16 +369,24 @@ cmd_down_quiet() {
   if [ -f "$LAB_DIR/components" ]; then for c in $(cat "$LAB_DIR/components"); do component_script "$c" down || true; done; fi
   # components first (they remove their webhook configurations through the apiserver), then the core
   # in reverse start order.
-  local p; for p in dcgm-simulator prometheus kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    [ -f "$LAB_DIR/pids/$p.pid" ] && stop_pid "$LAB_DIR/pids/$p.pid"
+  local p; for p in dcgm-simulator prometheus kwok kube-scheduler kube-controller-manager kube-apiserver; do
+    if [ -f "$LAB_DIR/pids/$p.pid" ]; then stop_pid "$LAB_DIR/pids/$p.pid" & fi
   done
-  for p in "$LAB_DIR"/pids/*.pid; do [ -f "$p" ] && stop_pid "$p"; done
+  wait
+  if [ -f "$LAB_DIR/pids/etcd.pid" ]; then stop_pid "$LAB_DIR/pids/etcd.pid"; fi
+  for p in "$LAB_DIR"/pids/*.pid; do if [ -f "$p" ]; then stop_pid "$p"; fi; done
   # anything still started from this lab (its command line names the lab directory) is ended too
   pkill -KILL -f -- "$LAB_DIR/" 2>/dev/null || true
   return 0
 }
 
-cmd_down() { cmd_down_quiet; log "lab down"; }
+cmd_down() {
+  cmd_down_quiet
+  # prove it: nothing started from this lab may survive a lab-down
+  local left; left=$(pgrep -f -- "$LAB_DIR/" || true)
+  [ -z "$left" ] || die "lab processes still running after lab-down: $left"
+  log "lab down (no lab process left)"
+}
 
 cmd_status() {
   local bad=0 p

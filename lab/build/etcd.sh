@@ -4,5 +4,6 @@ set -euo pipefail
 : "${ETCD_VERSION:?}" "${OUT:?}"
 source "$(dirname "$0")/gomodule.sh"
 go_build_main go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3
-mv "$OUT/bin/v3" "$OUT/bin/etcd" 2>/dev/null || true
+# the main package is .../server/v3, so go names the binary "server"
+mv "$OUT/bin/server" "$OUT/bin/etcd"
 test -x "$OUT/bin/etcd"
