@@ -5,6 +5,7 @@
 #   lab.sh up       build if needed, then start (idempotent: a healthy lab is left as it is)
 #   lab.sh down     stop everything; no lab process is left behind
 #   lab.sh status   one line per component; exit 1 if any is unhealthy
+#   lab.sh component NAME up|down|status   start/stop one optional controller (lab/components/NAME.sh) on a running lab
 #
 # Environment: LAB_FLAVOR=kubernetes|openshift (OpenShift API CRDs + ClusterVersion object),
 #              LAB_KUEUE_API=v1beta2|v1beta1 (v1beta1 loads an older Kueue release's CRDs that serve only v1beta1),
@@ -411,5 +412,14 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   reload-prometheus) reload_prometheus ;;
+  component) # lab.sh component NAME up|down|status — one optional controller on a running lab
+    [ $# -eq 3 ] || die "usage: $0 component NAME up|down|status"
+    component_script "$2" "$3"
+    if [ "$3" != status ]; then
+      cur=$(cat "$LAB_DIR/components" 2>/dev/null || true)
+      if [ "$3" = up ]; then cur="$cur $2"; else cur=$(printf '%s\n' $cur | grep -vx "$2" || true); fi
+      printf '%s\n' $cur | sort -u | tr '\n' ' ' >"$LAB_DIR/components"
+      reload_prometheus
+    fi ;;
   *) echo "usage: $0 build|up|down|status|reload-prometheus" >&2; exit 2 ;;
 esac
