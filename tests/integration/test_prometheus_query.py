@@ -35,7 +35,7 @@ def three_gpu_pod(kube, lab):
         "metadata": {"name": "prom-reader"}, "type": "Opaque",
         "data": {"token": base64.b64encode(b"lab-token").decode()}})
     wait_until(lambda: len(promql(lab, 'DCGM_FI_DEV_GPU_UTIL{namespace="%s"}' % NS)) == 3, 90, "3 scraped GPUs of the probe pod")
-    time.sleep(12)  # a few scrapes, for the range query
+    time.sleep(20)  # the range query below reaches 15 s back
     yield NS
     ns_api.delete(name=NS)
 
