@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# The real Kueue controller manager (built by lab/build/kueue.sh), run out of cluster against the lab.
+#
+#   kueue.sh up       start (idempotent), register the webhooks, the Prometheus scrape job
+#   kueue.sh down     remove the webhook configurations FIRST (they fail closed), then stop Kueue
+#   kueue.sh status   one line "kueue: healthy|unhealthy (...)"; non-zero exit when unhealthy
+#
+# Called by lab/lab.sh with LAB_DIR, LAB_CACHE, LAB_PKI, LAB_BIN, KUBECONFIG (this component's own
+# cluster-admin identity, user lab:kueue) and the *_VERSION variables.
+#
+# Out-of-cluster set-up (the way controller-runtime's envtest does it):
+# - the serving certificate for 127.0.0.1 is signed by the lab CA; Kueue's internal cert management is off;
+# - the webhook configurations from the Kueue module are rewritten to `url: https://127.0.0.1:9443/...`
+#   (lab/components/kueue/webhooks.py) and deleted again before Kueue stops;
+# - Kueue hard-codes /etc/kueue/metrics/certs for its metrics certificate when internal cert management is
+#   off, so that path is a symlink to this lab's certificate directory while Kueue runs;
+# - Kueue's metrics endpoint is always HTTPS with TokenReview authorization: Prometheus scrapes it with the
+#   token of ServiceAccount kueue-system/lab-prometheus (ClusterRole lab-metrics-reader: GET /metrics).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+: "${LAB_DIR:?}" "${LAB_CACHE:?}" "${LAB_PKI:?}" "${KUBECONFIG:?}" "${KUEUE_VERSION:?}"
+LAB_BIN=${LAB_BIN:-$LAB_DIR/bin}
+PY=${LAB_PYTHON:-$ROOT/.venv/bin/python}
+BIN=$LAB_CACHE/kueue-$KUEUE_VERSION/bin/kueue
+SHARE=$LAB_CACHE/kueue-$KUEUE_VERSION/share
+STATE=$LAB_DIR/kueue
+PIDFILE=$LAB_DIR/pids/kueue.pid
+LOG=$LAB_DIR/logs/kueue.log
+WEBHOOK_PORT=9443 METRICS_PORT=8080 HEALTH_PORT=8081
+METRICS_CERT_LINK=/etc/kueue/metrics/certs
+WEBHOOK_CONFIGS="mutatingwebhookconfiguration/kueue-mutating-webhook-configuration validatingwebhookconfiguration/kueue-validating-webhook-configuration"
+
+log() { printf '[kueue] %s\n' "$*" >&2; }
+kubectl() { "$LAB_BIN/kubectl" "$@"; }
+alive() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+ready() { curl -sf "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null; }
+wait_for() { # what seconds command...
+  local what=$1 end=$(( $(date +%s) + $2 )); shift 2
+  until "$@" >/dev/null 2>&1; do
+    if ! alive; then log "Kueue exited while waiting for $what; last log lines:"; tail -5 "$LOG" >&2; return 1; fi
+    [ "$(date +%s)" -lt "$end" ] || { log "timed out waiting for $what (log: $LOG)"; tail -20 "$LOG" >&2; return 1; }
+    sleep 0.5
+  done
+}
+
+v1beta1_variant() { [ "${LAB_KUEUE_API:-v1beta2}" = v1beta1 ]; }
+
+make_certs() {
+  mkdir -p "$STATE/certs"
+  [ -f "$STATE/certs/tls.crt" ] && return 0
+  local ext="$STATE/certs/ext.cnf"
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kueue-webhook-service.kueue-system.svc\nextendedKeyUsage=serverAuth\n' >"$ext"
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$STATE/certs/tls.key" -subj "/CN=kueue.lab" -out "$STATE/certs/tls.csr" 2>/dev/null
+  openssl x509 -req -in "$STATE/certs/tls.csr" -CA "$LAB_PKI/ca.crt" -CAkey "$LAB_PKI/ca.key" -CAcreateserial \
+    -CAserial "$STATE/certs/ca.srl" -days 3650 -extfile "$ext" -out "$STATE/certs/tls.crt" 2>/dev/null
+  rm -f "$STATE/certs/tls.csr" "$ext"
+}
+
+link_metrics_certs() {
+  mkdir -p "$(dirname "$METRICS_CERT_LINK")"
+  if [ -L "$METRICS_CERT_LINK" ] || [ ! -e "$METRICS_CERT_LINK" ]; then
+    ln -sfn "$STATE/certs" "$METRICS_CERT_LINK"
+  else  # a real directory someone else made: leave it, but put our pair in it
+    cp "$STATE/certs/tls.crt" "$STATE/certs/tls.key" "$METRICS_CERT_LINK/"
+  fi
+}
+
+unlink_metrics_certs() {
+  if [ -L "$METRICS_CERT_LINK" ] && [ "$(readlink "$METRICS_CERT_LINK")" = "$STATE/certs" ]; then
+    rm -f "$METRICS_CERT_LINK"; rmdir -p "$(dirname "$METRICS_CERT_LINK")" 2>/dev/null || true
+  fi
+}
+
+apply_cluster_objects() {
+  kubectl apply --server-side --force-conflicts --field-manager=lab-kueue -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: kueue-system}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: lab-prometheus, namespace: kueue-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: lab-metrics-reader}
+rules:
+- nonResourceURLs: [/metrics]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: lab-prometheus-metrics-reader}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: lab-metrics-reader}
+subjects:
+- {kind: ServiceAccount, name: lab-prometheus, namespace: kueue-system}
+EOF
+}
+
+register_prometheus() {
+  kubectl -n kueue-system create token lab-prometheus --duration=8760h >"$STATE/prometheus.token"
+  mkdir -p "$LAB_DIR/prometheus/scrape.d"
+  cat >"$LAB_DIR/prometheus/scrape.d/kueue.yml" <<EOF
+- job_name: kueue
+  scheme: https
+  tls_config: {ca_file: '$LAB_PKI/ca.crt'}
+  authorization: {type: Bearer, credentials_file: '$STATE/prometheus.token'}
+  static_configs: [{targets: ['127.0.0.1:$METRICS_PORT']}]
+EOF
+}
+
+remove_webhooks() {
+  # shellcheck disable=SC2086
+  kubectl delete --ignore-not-found --wait=false $WEBHOOK_CONFIGS >/dev/null 2>&1 || true
+}
+
+cmd_up() {
+  if v1beta1_variant; then
+    log "skipped: Kueue $KUEUE_VERSION needs its own v1beta2 CRDs, but LAB_KUEUE_API=v1beta1 loads v1beta1-only CRDs"
+    return 0
+  fi
+  [ -x "$BIN" ] || { log "not built: $BIN missing (run: bash lab/lab.sh build)"; return 1; }
+  if alive && ready; then log "already running (pid $(cat "$PIDFILE"))"; register_prometheus; return 0; fi
+  cmd_down
+  mkdir -p "$STATE" "$LAB_DIR/logs" "$LAB_DIR/pids"
+  make_certs
+  link_metrics_certs
+  sed "s#@LAB_DIR@#$LAB_DIR#g" "$HERE/kueue/config.yaml.in" >"$STATE/config.yaml"
+  apply_cluster_objects
+  setsid "$BIN" --config="$STATE/config.yaml" --zap-log-level=info >"$LOG" 2>&1 </dev/null &
+  echo $! >"$PIDFILE"
+  wait_for "readyz on 127.0.0.1:$HEALTH_PORT" 90 ready || { cmd_down; return 1; }
+  wait_for "the webhook server on 127.0.0.1:$WEBHOOK_PORT" 30 \
+    curl -s -o /dev/null --cacert "$LAB_PKI/ca.crt" "https://127.0.0.1:$WEBHOOK_PORT/" || { cmd_down; return 1; }
+  "$PY" "$HERE/kueue/webhooks.py" "$SHARE/webhook/manifests.yaml" "$LAB_PKI/ca.crt" "$WEBHOOK_PORT" >"$STATE/webhooks.yaml"
+  kubectl apply --server-side --force-conflicts --field-manager=lab-kueue -f "$STATE/webhooks.yaml" >/dev/null
+  # Prove the webhooks answer through the apiserver: a server-side dry run goes through Kueue's
+  # mutating and validating webhooks for ResourceFlavor.
+  wait_for "a dry-run ResourceFlavor through Kueue's webhooks" 30 webhook_roundtrip || { cmd_down; return 1; }
+  register_prometheus
+  log "Kueue $KUEUE_VERSION up (pid $(cat "$PIDFILE"), webhooks https://127.0.0.1:$WEBHOOK_PORT, metrics https://127.0.0.1:$METRICS_PORT/metrics)"
+}
+
+webhook_roundtrip() {
+  kubectl create --dry-run=server -o name -f - <<'EOF'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: lab-kueue-webhook-probe}
+EOF
+}
+
+cmd_down() {
+  # Webhooks first: they fail closed, so with Kueue gone every Job/Pod creation would be refused.
+  if [ -f "$KUBECONFIG" ]; then remove_webhooks; fi
+  if [ -f "$PIDFILE" ]; then
+    local pid; pid=$(cat "$PIDFILE")
+    kill -TERM "$pid" 2>/dev/null || true
+    local i; for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$PIDFILE"
+  fi
+  rm -f "$LAB_DIR/prometheus/scrape.d/kueue.yml"
+  unlink_metrics_certs
+}
+
+cmd_status() {
+  if v1beta1_variant; then echo "kueue: disabled (LAB_KUEUE_API=v1beta1: Kueue $KUEUE_VERSION needs v1beta2 CRDs)"; return 0; fi
+  if ! alive; then echo "kueue: unhealthy (not running)"; return 1; fi
+  if ! ready; then echo "kueue: unhealthy (readyz on 127.0.0.1:$HEALTH_PORT fails)"; return 1; fi
+  local n; n=$(kubectl get mutatingwebhookconfiguration kueue-mutating-webhook-configuration -o name 2>/dev/null | wc -l)
+  if [ "$n" != 1 ]; then echo "kueue: unhealthy (webhook configurations missing)"; return 1; fi
+  echo "kueue: healthy ($KUEUE_VERSION, pid $(cat "$PIDFILE"), webhooks 127.0.0.1:$WEBHOOK_PORT, metrics 127.0.0.1:$METRICS_PORT)"
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac
