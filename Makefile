@@ -14,7 +14,7 @@ LAB_ENV     := $(CURDIR)/.lab/env
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(CURDIR)/$(VENV)/lib/python3.12/site-packages:$(CURDIR)/$(VENV)/lib/python3.13/site-packages
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv collection lab-build lab-up lab-down lab-status demo test sanity lint unit integration molecule bench clean
+.PHONY: help venv collection lab-build lab-up lab-down lab-status lab-variant-up lab-variant-down demo test sanity lint unit integration molecule bench clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -45,6 +45,15 @@ lab-down:
 lab-status:
 	@bash lab/lab.sh status
 
+# A second, smaller lab beside the first: OpenShift flavour (ClusterVersion, Infrastructure, MachineSet CRDs),
+# Kueue CRDs of a release that serves only v1beta1, no optional controllers, every port +100.
+LAB_VARIANT_ENV := LAB_DIR=$(CURDIR)/.lab-variant LAB_PORT_OFFSET=100 LAB_COMPONENTS= LAB_FLAVOR=openshift LAB_KUEUE_API=v1beta1
+lab-variant-up: venv
+	@$(LAB_VARIANT_ENV) bash lab/lab.sh up
+
+lab-variant-down:
+	@LAB_DIR=$(CURDIR)/.lab-variant bash lab/lab.sh down
+
 sanity: collection
 	cd $(COLL_DIR) && $(CURDIR)/$(VENV)/bin/ansible-test sanity --local --python $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') $(SANITY_ARGS)
 
@@ -66,9 +75,11 @@ test: venv
 	@$(MAKE) --no-print-directory sanity
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory lab-up
+	@$(MAKE) --no-print-directory lab-variant-up
 	@status=0; \
 	  $(MAKE) --no-print-directory integration || status=1; \
-	  [ $$status = 0 ] && { $(MAKE) --no-print-directory molecule || status=1; }; \
+	  if [ $$status = 0 ]; then $(MAKE) --no-print-directory molecule || status=1; fi; \
+	  $(MAKE) --no-print-directory lab-variant-down; \
 	  $(MAKE) --no-print-directory lab-down; exit $$status
 
 demo: lab-up collection

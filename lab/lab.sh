@@ -31,6 +31,12 @@ set +a
 CORE_BUILDS="kubernetes:KUBERNETES_VERSION etcd:ETCD_VERSION kwok:KWOK_VERSION crds:KUEUE_VERSION"
 OPTIONAL_BUILDS="kueue:KUEUE_VERSION keda:KEDA_VERSION helm:HELM_VERSION charts:GPU_OPERATOR_VERSION"
 
+# Ports. LAB_PORT_OFFSET moves them all, so a second lab (e.g. the v1beta1 variant) can run beside the first
+# with its own LAB_DIR.
+OFF=${LAB_PORT_OFFSET:-0}
+P_API=$((6443 + OFF)); P_ETCD=$((2379 + OFF)); P_PEER=$((2380 + OFF)); P_PROM=$((9090 + OFF))
+P_DCGM=$((9400 + OFF)); P_KWOK=$((10247 + OFF)); P_KCM=$((10257 + OFF)); P_SCHED=$((10259 + OFF))
+
 log() { printf '[lab] %s\n' "$*" >&2; }
 die() { printf '[lab] ERROR: %s\n' "$*" >&2; exit 1; }
 
@@ -129,7 +135,7 @@ write_kubeconfig() { # file user... (first user is the current context)
   {
     echo "apiVersion: v1"; echo "kind: Config"
     echo "clusters:"; echo "- name: lab"; echo "  cluster:"
-    echo "    server: https://127.0.0.1:6443"; echo "    certificate-authority: $LAB_PKI/ca.crt"
+    echo "    server: https://127.0.0.1:${P_API}"; echo "    certificate-authority: $LAB_PKI/ca.crt"
     echo "users:"
     local u; for u in "$@"; do
       echo "- name: ${u%%=*}"; echo "  user:"
@@ -194,13 +200,13 @@ start_control_plane() {
   local e; e=$(cache_dir etcd "$ETCD_VERSION")/bin
   rm -rf "$LAB_DIR/etcd"; : >"$LAB_DIR/audit.log"
   start_proc etcd "$e/etcd" --name lab --data-dir "$LAB_DIR/etcd" \
-    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-    --initial-cluster lab=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn
-  wait_for etcd 30 curl -sf http://127.0.0.1:2379/health
+    --listen-client-urls http://127.0.0.1:${P_ETCD} --advertise-client-urls http://127.0.0.1:${P_ETCD} \
+    --listen-peer-urls http://127.0.0.1:${P_PEER} --initial-advertise-peer-urls http://127.0.0.1:${P_PEER} \
+    --initial-cluster lab=http://127.0.0.1:${P_PEER} --unsafe-no-fsync --log-level warn
+  wait_for etcd 30 curl -sf http://127.0.0.1:${P_ETCD}/health
   write_audit_policy
   start_proc kube-apiserver "$k/kube-apiserver" \
-    --etcd-servers=http://127.0.0.1:2379 --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=6443 \
+    --etcd-servers=http://127.0.0.1:${P_ETCD} --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=${P_API} \
     --tls-cert-file="$LAB_PKI/apiserver.crt" --tls-private-key-file="$LAB_PKI/apiserver.key" --client-ca-file="$LAB_PKI/ca.crt" \
     --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$LAB_PKI/sa.pub" \
     --service-account-signing-key-file="$LAB_PKI/sa.key" --service-cluster-ip-range=10.96.0.0/16 \
@@ -215,14 +221,14 @@ start_control_plane() {
   start_proc kube-controller-manager "$k/kube-controller-manager" \
     --kubeconfig="$LAB_DIR/controller-manager.kubeconfig" --authentication-kubeconfig="$LAB_DIR/controller-manager.kubeconfig" \
     --authorization-kubeconfig="$LAB_DIR/controller-manager.kubeconfig" --leader-elect=false \
-    --bind-address=127.0.0.1 --secure-port=10257 --use-service-account-credentials=true \
+    --bind-address=127.0.0.1 --secure-port=${P_KCM} --use-service-account-credentials=true \
     --service-account-private-key-file="$LAB_PKI/sa.key" --root-ca-file="$LAB_PKI/ca.crt" \
     --cluster-signing-cert-file="$LAB_PKI/ca.crt" --cluster-signing-key-file="$LAB_PKI/ca.key" \
     --horizontal-pod-autoscaler-sync-period=5s --v=1
   start_proc kube-scheduler "$k/kube-scheduler" \
     --kubeconfig="$LAB_DIR/scheduler.kubeconfig" --authentication-kubeconfig="$LAB_DIR/scheduler.kubeconfig" \
     --authorization-kubeconfig="$LAB_DIR/scheduler.kubeconfig" --leader-elect=false \
-    --bind-address=127.0.0.1 --secure-port=10259 --v=1
+    --bind-address=127.0.0.1 --secure-port=${P_SCHED} --v=1
 }
 
 write_kwok_stages() {
@@ -240,7 +246,7 @@ start_kwok() {
   write_kwok_stages
   start_proc kwok "$(cache_dir kwok "$KWOK_VERSION")/bin/kwok" --kubeconfig="$LAB_DIR/kwok.kubeconfig" \
     --config="$LAB_DIR/kwok-stages.yaml" --manage-all-nodes=true --node-lease-duration-seconds=40 \
-    --server-address=127.0.0.1:10247 --cidr=10.244.0.0/16 --node-ip=10.0.0.1
+    --server-address=127.0.0.1:${P_KWOK} --cidr=10.244.0.0/16 --node-ip=10.0.0.1
 }
 
 load_crds() {
@@ -255,6 +261,13 @@ load_crds() {
   [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = openshift ] && dirs+=("$c/openshift")
   local d; for d in "${dirs[@]}"; do kubectl apply --server-side --force-conflicts -f "$d" >/dev/null; done
   kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+  if [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = openshift ]; then
+    kubectl apply --server-side -f "$LAB_SRC/openshift-objects.yaml" >/dev/null
+    kubectl patch clusterversion version --subresource=status --type=merge -p \
+      '{"status":{"desired":{"version":"4.20.3","image":"quay.io/openshift-release-dev/ocp-release:4.20.3-x86_64"},"observedGeneration":1,"versionHash":"lab","availableUpdates":[],"history":[{"state":"Completed","version":"4.20.3","image":"quay.io/openshift-release-dev/ocp-release:4.20.3-x86_64","startedTime":"2026-01-01T00:00:00Z","completionTime":"2026-01-01T00:30:00Z","verified":false}]}}' >/dev/null
+    kubectl patch infrastructure cluster --subresource=status --type=merge -p \
+      '{"status":{"platform":"None","platformStatus":{"type":"None"},"infrastructureName":"gpuaas-lab","controlPlaneTopology":"SingleReplica","infrastructureTopology":"SingleReplica","apiServerURL":"https://127.0.0.1:'"${P_API}"'"}}' >/dev/null
+  fi
 }
 
 write_prometheus_config() {
@@ -266,9 +279,9 @@ global:
   evaluation_interval: 5s
 scrape_configs:
 - job_name: prometheus
-  static_configs: [{targets: ['127.0.0.1:9090']}]
+  static_configs: [{targets: ['127.0.0.1:${P_PROM}']}]
 - job_name: dcgm-exporter
-  static_configs: [{targets: ['127.0.0.1:9400']}]
+  static_configs: [{targets: ['127.0.0.1:${P_DCGM}']}]
 # Plain-HTTP targets that components register by dropping a file_sd JSON file in targets/.
 - job_name: lab-components
   file_sd_configs: [{files: ['$LAB_DIR/prometheus/targets/*.json'], refresh_interval: 5s}]
@@ -283,19 +296,19 @@ start_prometheus() {
   write_prometheus_config
   start_proc prometheus prometheus --config.file="$LAB_DIR/prometheus/prometheus.yml" \
     --storage.tsdb.path="$LAB_DIR/prometheus/data" --storage.tsdb.retention.time=6h \
-    --web.listen-address=127.0.0.1:9090 --web.enable-lifecycle
-  wait_for prometheus 60 curl -sf http://127.0.0.1:9090/-/ready
+    --web.listen-address=127.0.0.1:${P_PROM} --web.enable-lifecycle
+  wait_for prometheus 60 curl -sf http://127.0.0.1:${P_PROM}/-/ready
 }
 
 reload_prometheus() {
   write_prometheus_config
-  curl -sf -X POST http://127.0.0.1:9090/-/reload >/dev/null || log "prometheus reload failed"
+  curl -sf -X POST http://127.0.0.1:${P_PROM}/-/reload >/dev/null || log "prometheus reload failed"
 }
 
 start_dcgm_simulator() {
   start_proc dcgm-simulator "$PY" "$LAB_SRC/dcgm_simulator.py" --kubeconfig "$LAB_DIR/lab-tools.kubeconfig" \
-    --topology "$LAB_SRC/topology.yaml" --port 9400
-  wait_for dcgm-simulator 30 curl -sf http://127.0.0.1:9400/metrics
+    --topology "$LAB_SRC/topology.yaml" --port ${P_DCGM}
+  wait_for dcgm-simulator 30 curl -sf http://127.0.0.1:${P_DCGM}/metrics
 }
 
 write_env() {
@@ -307,10 +320,11 @@ export LAB_DIR=$LAB_DIR
 export LAB_CACHE=$LAB_CACHE
 export LAB_FLAVOR=${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}
 export LAB_KUEUE_API=${LAB_KUEUE_API:-v1beta2}
-export LAB_APISERVER=https://127.0.0.1:6443
+export LAB_APISERVER=https://127.0.0.1:${P_API}
+export LAB_PORT_OFFSET=${OFF}
 export LAB_CA=$LAB_PKI/ca.crt
 export LAB_AUDIT_LOG=$LAB_DIR/audit.log
-export GPUAAS_PROMETHEUS_URL=http://127.0.0.1:9090
+export GPUAAS_PROMETHEUS_URL=http://127.0.0.1:${P_PROM}
 export K8S_AUTH_KUBECONFIG=$LAB_DIR/kubeconfig
 EOF
 }

@@ -5,6 +5,11 @@
 `kube`           a kubernetes.dynamic.DynamicClient as the lab admin
 `run_playbook`   runs ansible-playbook with the installed collection and returns a PlaybookRun
 `audit_writes`   context manager: which write requests reached the apiserver inside the block
+
+The variant lab (`make lab-variant-up`: LAB_FLAVOR=openshift, LAB_KUEUE_API=v1beta1, no optional controllers,
+ports +100, LAB_DIR=.lab-variant) runs beside the main lab; `variant_lab`, `variant_kube`,
+`variant_run_playbook` and `variant_audit_writes` are the same fixtures against it — for the OpenShift
+(platform detection, OLM) and Kueue v1beta1 paths.
 """
 from __future__ import annotations
 
@@ -41,11 +46,12 @@ class Lab:
     admin_context: str = "lab-admin"
 
 
-def _lab_from_env() -> Lab:
-    lab_dir = Path(os.environ.get("LAB_DIR", REPO / ".lab"))
+def _lab_from_env(lab_dir: Path | None = None) -> Lab:
+    lab_dir = lab_dir or Path(os.environ.get("LAB_DIR", REPO / ".lab"))
     env_file = lab_dir / "env"
     if not env_file.exists():
-        pytest.exit("The lab is not up (%s missing): run `make lab-up` first." % env_file, returncode=3)
+        pytest.exit("The lab is not up (%s missing): run `make lab-up` (and `make lab-variant-up` for the "
+                    "variant lab) first." % env_file, returncode=3)
     values: dict[str, str] = {}
     for line in env_file.read_text().splitlines():
         if line.startswith("export ") and "=" in line:
@@ -69,10 +75,24 @@ def lab() -> Lab:
 
 
 @pytest.fixture(scope="session")
-def kube(lab: Lab):
+def variant_lab() -> Lab:
+    return _lab_from_env(REPO / ".lab-variant")
+
+
+def _dynamic_client(lab: Lab):
     from kubernetes import config, dynamic
 
     return dynamic.DynamicClient(config.new_client_from_config(config_file=lab.kubeconfig, context=lab.admin_context))
+
+
+@pytest.fixture(scope="session")
+def kube(lab: Lab):
+    return _dynamic_client(lab)
+
+
+@pytest.fixture(scope="session")
+def variant_kube(variant_lab: Lab):
+    return _dynamic_client(variant_lab)
 
 
 @dataclass
@@ -107,8 +127,7 @@ class PlaybookRun:
         return "rc=%s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (self.rc, self.stdout[-6000:], self.stderr[-3000:])
 
 
-@pytest.fixture(scope="session")
-def run_playbook(lab: Lab):
+def _playbook_runner(lab: Lab):
     collections_path = "%s:%s" % (REPO / ".build", ":".join(str(p) for p in (REPO / ".venv" / "lib").glob("python3*/site-packages")))
 
     def _run(playbook: str | Path, extra_vars: dict | None = None, check: bool = False, diff: bool = False,
@@ -159,6 +178,16 @@ def run_playbook(lab: Lab):
     return _run
 
 
+@pytest.fixture(scope="session")
+def run_playbook(lab: Lab):
+    return _playbook_runner(lab)
+
+
+@pytest.fixture(scope="session")
+def variant_run_playbook(variant_lab: Lab):
+    return _playbook_runner(variant_lab)
+
+
 class AuditWindow:
     def __init__(self, audit_log: str):
         self.audit_log = audit_log
@@ -195,8 +224,7 @@ class AuditWindow:
                                               e.get("responseStatus", {}).get("code")) for e in self.events)
 
 
-@pytest.fixture
-def audit_writes(lab: Lab):
+def _audit_window_factory(lab: Lab):
     @contextlib.contextmanager
     def _window() -> Iterator[AuditWindow]:
         w = AuditWindow(lab.audit_log)
@@ -204,3 +232,13 @@ def audit_writes(lab: Lab):
             yield w
 
     return _window
+
+
+@pytest.fixture
+def audit_writes(lab: Lab):
+    return _audit_window_factory(lab)
+
+
+@pytest.fixture
+def variant_audit_writes(variant_lab: Lab):
+    return _audit_window_factory(variant_lab)

@@ -141,3 +141,14 @@ def test_tenant_user_write_outside_its_rights_is_refused_and_audited(lab, audit_
     assert len(refused) == 1, window.describe()
     assert refused[0]["responseStatus"]["code"] == 403
     assert "nlp-team" in refused[0]["user"]["groups"]
+
+
+def test_variant_lab_is_openshift_flavoured_with_v1beta1_only_kueue(variant_lab, variant_kube):
+    versions = kubectl(variant_lab, "api-versions").stdout.split()
+    assert "kueue.x-k8s.io/v1beta1" in versions
+    assert "kueue.x-k8s.io/v1beta2" not in versions
+    assert {"config.openshift.io/v1", "machine.openshift.io/v1beta1", "operators.coreos.com/v1alpha1"} <= set(versions)
+    cv = variant_kube.resources.get(api_version="config.openshift.io/v1", kind="ClusterVersion").get(name="version")
+    assert cv.status.desired.version.startswith("4.")
+    nodes = variant_kube.resources.get(api_version="v1", kind="Node").get().items
+    assert sum(int(n.status.allocatable.get("nvidia.com/gpu", "0") or 0) for n in nodes) == 16
