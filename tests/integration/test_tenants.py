@@ -310,7 +310,8 @@ def test_moving_a_namespace_recreates_its_local_queue(converged, run_playbook, k
     base = example()["gpuaas_tenants"]
     first = base + [extra_tenant(a, [ns, PREFIX + "mv-a1"]), extra_tenant(b, [PREFIX + "mv-b1"])]
     moved = base + [extra_tenant(a, [PREFIX + "mv-a1"]), extra_tenant(b, [PREFIX + "mv-b1", ns])]
-    assert run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_tenants": first}).rc == 0
+    setup = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_tenants": first})
+    assert setup.rc == 0, setup.explain()
     run = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_tenants": moved})
     assert run.rc == 0, run.explain()
     assert module_result(run)["recreated_local_queues"] == ["%s/default" % ns]
