@@ -157,11 +157,8 @@ def tenant_mapping_rule_group(tenants: t.Optional[t.Sequence[t.Mapping[str, t.An
     rules = []
     for tenant in tenant_list:
         for ns in tenant["namespaces"]:
-            rules.append({
-                "record": TENANT_INFO_METRIC,
-                "expr": 'label_replace(label_replace(vector(1), "namespace", "%s", "", ""), "tenant", "%s", "", "")'
-                        % (ns.replace('"', ""), tenant["name"].replace('"', "")),
-            })
+            rules.append({"record": TENANT_INFO_METRIC, "expr": "vector(1)",
+                          "labels": {"namespace": ns, "tenant": tenant["name"]}})
     if not rules:
         # a group must not be empty: an expression that yields nothing
         rules.append({"record": TENANT_INFO_METRIC, "expr": "vector(1) == 0"})

@@ -24,7 +24,7 @@ description:
     desired are deleted, so installations with different O(namespace) do not touch each other.
   - Check mode is a server-side dry run; C(--diff) shows per-object changes.
   - Kinds whose API the cluster does not serve (no Prometheus Operator, no Grafana Operator), and monitors whose
-    namespace does not exist (Kueue or the GPU Operator not installed there), are skipped and listed in RV(skipped)
+    namespace does not exist (Kueue or the GPU Operator not installed there), are skipped and listed in RV(not_applied)
     with a warning.
 author:
   - gpuaas.platform contributors (@gpuaas)
@@ -236,8 +236,8 @@ objects:
   returned: always
   type: list
   elements: dict
-skipped:
-  description: Objects not created because the cluster does not serve their API, with the reason.
+not_applied:
+  description: Objects not applied because the cluster does not serve their API or their namespace is missing, with the reason.
   returned: always
   type: list
   elements: dict
@@ -436,7 +436,7 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     if module.params["state"] == "absent":
         result = engine.reconcile([], prune=prune)
         out = result.to_module_result(diff=module._diff)
-        out.update(objects=[], skipped=[])
+        out.update(objects=[], not_applied=[])
         return out
     objects, skipped = desired_objects(module.params, served)
     objects, missing = skip_missing_namespaces(objects, client)
@@ -444,7 +444,7 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     result = engine.reconcile(objects, prune=prune)
     out = result.to_module_result(diff=module._diff)
     out["objects"] = [ObjectRef.from_object(o).to_dict() for o in objects]
-    out["skipped"] = skipped
+    out["not_applied"] = skipped
     return out
 
 
@@ -497,7 +497,7 @@ def main() -> None:
     except GpuaasError as err:
         fail_module(module, err)
         return
-    for item in result.get("skipped") or []:
+    for item in result.get("not_applied") or []:
         module.warn("skipped %s %s: %s" % (item["kind"], item["name"], item["reason"]))
     module.exit_json(**result)
 

@@ -57,7 +57,7 @@ def test_observability_role_converges_idempotent_check_mode_and_absent(component
     assert created == [("ConfigMap", MON_NS, "gpuaas-grafana-dashboards"), ("Namespace", None, MON_NS),
                        ("PrometheusRule", MON_NS, "gpuaas-gpu-alerts"), ("ServiceMonitor", GPU_NS, "gpuaas-dcgm-exporter"),
                        ("ServiceMonitor", KUEUE_NS, "gpuaas-kueue")]
-    assert result["skipped"] == []  # GrafanaDashboard only in auto mode when served: not listed
+    assert result["not_applied"] == []  # GrafanaDashboard only in auto mode when served: not listed
 
     sm = live(kube, "ServiceMonitor", "gpuaas-dcgm-exporter", GPU_NS)
     assert sm["spec"]["endpoints"][0]["honorLabels"] is True
@@ -75,7 +75,8 @@ def test_observability_role_converges_idempotent_check_mode_and_absent(component
     rule = live(kube, "PrometheusRule", "gpuaas-gpu-alerts", MON_NS)
     groups = rule["spec"]["groups"]
     assert [g["name"] for g in groups] == ["gpuaas-recording", "gpuaas-gpu", "gpuaas-kueue", "gpuaas-tenants"]
-    assert len(groups[-1]["rules"]) == 2 and '"itobs-a-%s"' % ID in groups[-1]["rules"][0]["expr"]
+    assert len(groups[-1]["rules"]) == 2 and groups[-1]["rules"][0]["labels"] == {"namespace": "itobs-a-%s" % ID,
+                                                                                "tenant": "itobs%s" % ID}
     rules_file = tmp_path / "live.rules.yml"
     rules_file.write_text(yaml.safe_dump({"groups": groups}))
     proc = subprocess.run(["promtool", "check", "rules", str(rules_file)], capture_output=True, text=True, check=False)
@@ -104,7 +105,7 @@ def test_observability_role_converges_idempotent_check_mode_and_absent(component
     skipped_run = run_playbook(playbook, extra_vars=extra(gpuaas_observability_dcgm_namespace="itobs-none-%s" % ID))
     assert skipped_run.rc == 0, skipped_run.explain()
     res = skipped_run.task_results("Apply the monitoring objects")[0]
-    assert [(s["kind"], s["namespace"]) for s in res["skipped"]] == [("ServiceMonitor", "itobs-none-%s" % ID)]
+    assert [(s["kind"], s["namespace"]) for s in res["not_applied"]] == [("ServiceMonitor", "itobs-none-%s" % ID)]
     assert [(o["kind"], o["namespace"]) for o in res["deleted"]] == [("ServiceMonitor", GPU_NS)]
 
     # absent: every object of the role goes (the namespace stays)

@@ -367,7 +367,7 @@ def test_tenant_mapping_rule_group():
     group = u.tenant_mapping_rule_group(TENANTS)
     assert group["name"] == "gpuaas-tenants"
     assert [r["record"] for r in group["rules"]] == [u.TENANT_INFO_METRIC] * 5
-    assert group["rules"][0]["expr"] == ('label_replace(label_replace(vector(1), "namespace", "nlp-train", "", ""), '
-                                         '"tenant", "nlp", "", "")')
+    assert group["rules"][0] == {"record": u.TENANT_INFO_METRIC, "expr": "vector(1)",
+                                 "labels": {"namespace": "nlp-train", "tenant": "nlp"}}
     assert "gone-ns" not in str(group)  # absent tenants are not mapped
     assert u.tenant_mapping_rule_group([])["rules"] == [{"record": u.TENANT_INFO_METRIC, "expr": "vector(1) == 0"}]
