@@ -48,10 +48,9 @@ def gpu_operator_checks(cluster_policies: t.Optional[t.Sequence[Obj]]) -> t.List
         return [_result("gpu_operator", "ClusterPolicy", True,
                         "the GPU Operator's ClusterPolicy API (nvidia.com/v1) is not served: check skipped")]
     if not cluster_policies:
-        return [_result("gpu_operator", "ClusterPolicy", False,
-                        "the ClusterPolicy API is served but there is no ClusterPolicy",
-                        "the GPU Operator does nothing without one: run the gpuaas.platform.gpu_operator role "
-                        "(Helm creates cluster-policy; on OpenShift create gpu-cluster-policy from the CSV's alm-examples)")]
+        return [_result("gpu_operator", "ClusterPolicy", True,
+                        "the ClusterPolicy API is served but there is no ClusterPolicy: check skipped (the "
+                        "gpuaas.platform.gpu_operator role creates one)")]
     out = []
     for cp in cluster_policies:
         state = (cp.get("status") or {}).get("state")

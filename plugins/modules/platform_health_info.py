@@ -11,7 +11,8 @@ module: platform_health_info
 short_description: Health of the GPU platform - GPU Operator, GPU nodes, Kueue queues and KEDA ScaledObjects
 version_added: "0.1.0"
 description:
-  - "C(gpu_operator): every C(nvidia.com/v1) ClusterPolicy reports C(status.state: ready) (skipped when the API is not served)."
+  - "C(gpu_operator): every C(nvidia.com/v1) ClusterPolicy reports C(status.state: ready) (skipped when the API is not
+    served or no ClusterPolicy exists)."
   - "C(gpu_nodes): every GPU node (a GPU feature-discovery label such as C(nvidia.com/gpu.product), or GPU capacity)
     offers allocatable C(nvidia.com/gpu) or MIG C(nvidia.com/mig-*) resources."
   - "C(kueue): every ClusterQueue (v1beta2, else v1beta1) has condition C(Active=True) and references only
