@@ -834,10 +834,19 @@ def _cell(row: t.Mapping[str, t.Any], key: str) -> str:
     if key == "quota":
         if row.get("gpu_quota_nominal") is None:
             return "-"
-        text = "%s/%s" % (_fmt_num(row.get("gpu_quota_used")), _fmt_num(row.get("gpu_quota_nominal")))
-        if row.get("gpu_quota_borrowed"):
-            text += " (+%s borrowed)" % _fmt_num(row["gpu_quota_borrowed"])
-        return text
+        gpu_quota = [r for r in row.get("quota") or [] if is_accelerator(r["resource"])]
+        if len(gpu_quota) <= 1:
+            text = "%s/%s" % (_fmt_num(row.get("gpu_quota_used")), _fmt_num(row.get("gpu_quota_nominal")))
+            if row.get("gpu_quota_borrowed"):
+                text += " (+%s borrowed)" % _fmt_num(row["gpu_quota_borrowed"])
+            return text
+        parts = []
+        for r in gpu_quota:  # several GPU flavors/resources: one figure each, never summed across GPU types
+            part = "%s/%s %s" % (_fmt_num(r["usage"]), _fmt_num(r["nominal"]), r["flavor"])
+            if r.get("borrowed"):
+                part += " (+%s)" % _fmt_num(r["borrowed"])
+            parts.append(part)
+        return ", ".join(parts)
     value = row.get(key)
     if value is None:
         return "-"

@@ -371,3 +371,12 @@ def test_tenant_mapping_rule_group():
                                  "labels": {"namespace": "nlp-train", "tenant": "nlp"}}
     assert "gone-ns" not in str(group)  # absent tenants are not mapped
     assert u.tenant_mapping_rule_group([])["rules"] == [{"record": u.TENANT_INFO_METRIC, "expr": "vector(1) == 0"}]
+
+
+def test_quota_cell_keeps_gpu_types_apart():
+    row = {"gpu_quota_nominal": 13.0, "gpu_quota_used": 3.0, "gpu_quota_borrowed": 1.0, "quota": [
+        {"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 6.0, "usage": 2.0, "borrowed": 0.0},
+        {"flavor": "a100-mig-1g", "resource": "nvidia.com/mig-1g.10gb", "nominal": 7.0, "usage": 8.0, "borrowed": 1.0},
+        {"flavor": "h100", "resource": "cpu", "nominal": 64.0, "usage": 1.0, "borrowed": 0.0}]}
+    assert u._cell(row, "quota") == "2/6 h100, 8/7 a100-mig-1g (+1)"
+    assert u._cell({"gpu_quota_nominal": None}, "quota") == "-"
