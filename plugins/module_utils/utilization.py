@@ -523,8 +523,8 @@ def gpu_report(
 
 
 def _short_gpu(g: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
-    keys = ("node", "gpu", "uuid", "model", "mig_profile", "namespace", "pod", "tenant", "idle_seconds",
-            "avg_utilization", "last_utilization")
+    keys = ("node", "gpu", "uuid", "model", "mig_instance", "mig_profile", "namespace", "pod", "tenant",
+            "idle_seconds", "avg_utilization", "last_utilization")
     return {k: g[k] for k in keys}
 
 

@@ -221,6 +221,8 @@ def test_mig_instances_are_separate_gpus():
     report = u.gpu_report(util, [], START, END, STEP, tenants=TENANTS)
     assert [(g["mig_instance"], g["state"]) for g in report["gpus"]] == [("1", "busy"), ("2", "unallocated")]
     assert u.gpu_name(report["gpus"][0]) == "gpu-a100-mig-0 GPU 0 MIG 1 (1g.10gb)"
+    assert [u.gpu_name(g) for g in report["unallocated_gpus"]] == ["gpu-a100-mig-0 GPU 0 MIG 2 (1g.10gb)"]
+    assert "- gpu-a100-mig-0 GPU 0 MIG 2 (1g.10gb) (NVIDIA A100-SXM4-80GB, UUID GPU-a100)" in u.render_markdown(report)
 
 
 def test_duplicate_series_count_once_and_nan_skipped():
