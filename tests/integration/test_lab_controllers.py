@@ -1,0 +1,324 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lab's real controllers act (issue 3): Kueue admits, queues, borrows and reclaims; KEDA scales 0 → N → 0.
+
+These tests talk to the real Kueue and KEDA processes that `lab/components/{kueue,keda}.sh` run against the
+lab, never to a mock: quota, preemption and autoscaling decisions are the controllers' own. Every object is
+prefixed ``itctl-`` and removed at the end of its test. A component left out of LAB_COMPONENTS on purpose
+(`make lab-up LAB_COMPONENTS=...`) skips its tests; a component that is listed but not working fails them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.parse
+import urllib.request
+import uuid
+
+import pytest
+from kubernetes.dynamic.exceptions import NotFoundError
+
+PREFIX = "itctl-"
+KUEUE = "kueue.x-k8s.io/v1beta2"
+KEDA = "keda.sh/v1alpha1"
+H100 = "NVIDIA-H100-80GB-HBM3"
+H100_NODES = {"gpu-h100-0", "gpu-h100-1"}
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KWOK_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
+UTIL_ANNOTATION = "lab.gpuaas.io/gpu-util"
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def res(kube, api_version: str, kind: str):
+    return kube.resources.get(api_version=api_version, kind=kind)
+
+
+def get(kube, api_version, kind, name, namespace=None):
+    try:
+        return res(kube, api_version, kind).get(name=name, namespace=namespace).to_dict()
+    except NotFoundError:
+        return None
+
+
+def items(kube, api_version, kind, namespace=None, label_selector=None):
+    return [i.to_dict() for i in res(kube, api_version, kind).get(namespace=namespace, label_selector=label_selector).items]
+
+
+def promql(lab, query: str) -> list[dict]:
+    url = "%s/api/v1/query?%s" % (lab.prometheus_url, urllib.parse.urlencode({"query": query}))
+    with urllib.request.urlopen(url, timeout=10) as r:
+        body = json.load(r)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def component_enabled(lab, name: str) -> bool:
+    """False only when the lab was brought up without this component on purpose (and it was not started
+    by hand with `bash lab/components/<name>.sh up`)."""
+    listed = lab.dir / "components"
+    if not listed.exists() or name in listed.read_text().split():
+        return True
+    pidfile = lab.dir / "pids" / ("%s.pid" % name)
+    return pidfile.exists() and os.path.exists("/proc/%s" % pidfile.read_text().strip())
+
+
+def require_component(lab, name: str):
+    if not component_enabled(lab, name):
+        pytest.skip("the lab runs without %s (LAB_COMPONENTS=%s)" % (name, (lab.dir / "components").read_text().strip()))
+
+
+def delete_quietly(kube, api_version, kind, name, namespace=None):
+    try:
+        res(kube, api_version, kind).delete(name=name, namespace=namespace)
+    except NotFoundError:
+        pass
+
+
+def remove_namespaces(kube, names, timeout=90):
+    for name in names:
+        delete_quietly(kube, "v1", "Namespace", name)
+    wait_until(lambda: all(get(kube, "v1", "Namespace", n) is None for n in names), timeout,
+               "namespaces %s to be gone" % names)
+
+
+def remove_cluster_objects(kube, objs, timeout=60):
+    """ClusterQueues keep a finalizer while they have workloads: delete after the namespaces are gone."""
+    for api_version, kind, name in objs:
+        delete_quietly(kube, api_version, kind, name)
+    wait_until(lambda: all(get(kube, a, k, n) is None for a, k, n in objs), timeout, "%s to be gone" % objs)
+
+
+def make_namespace(kube, name):
+    res(kube, "v1", "Namespace").create(body={"metadata": {"name": name, "labels": {"lab.gpuaas.io/test": "controllers"}}})
+
+
+def gpu_job(name, namespace, queue, gpus, run_seconds):
+    """A Job whose single pod asks for `gpus` GPUs and (KWOK) completes `run_seconds` after it runs."""
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue}},
+        "spec": {
+            "parallelism": 1, "completions": 1, "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": {KWOK_DELAY: "%ds" % run_seconds}},
+                "spec": {"restartPolicy": "Never", "containers": [{
+                    "name": "train", "image": "registry.invalid/lab/train:1",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+            },
+        },
+    }
+
+
+def create_job(kube, job):
+    res(kube, "batch/v1", "Job").create(body=job, namespace=job["metadata"]["namespace"])
+
+
+def job(kube, namespace, name):
+    return get(kube, "batch/v1", "Job", name, namespace)
+
+
+def pods_of(kube, namespace, job_name):
+    return items(kube, "v1", "Pod", namespace, label_selector="job-name=%s" % job_name)
+
+
+def workload_of(kube, namespace, job_name):
+    for wl in items(kube, KUEUE, "Workload", namespace):
+        if any(o["kind"] == "Job" and o["name"] == job_name for o in wl["metadata"].get("ownerReferences") or []):
+            return wl
+    return None
+
+
+def condition(obj, ctype):
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == ctype:
+            return c
+    return None
+
+
+def job_succeeded(kube, namespace, name):
+    return (((job(kube, namespace, name) or {}).get("status") or {}).get("succeeded") or 0) >= 1
+
+
+def running_pods(kube, namespace, job_name):
+    return [p for p in pods_of(kube, namespace, job_name) if (p.get("status") or {}).get("phase") == "Running"]
+
+
+def cq_usage(kube, name, flavor):
+    status = (get(kube, KUEUE, "ClusterQueue", name) or {}).get("status") or {}
+    for f in status.get("flavorsUsage") or []:
+        if f["name"] == flavor:
+            for r in f["resources"]:
+                if r["name"] == "nvidia.com/gpu":
+                    return {"total": str(r.get("total", "0")), "borrowed": str(r.get("borrowed", "0"))}
+    return {"total": "0", "borrowed": "0"}
+
+
+# ---------------------------------------------------------------------------------------------- Kueue
+@pytest.fixture(scope="module")
+def kueue(lab, kube):
+    """Kueue is running and its webhooks answer; a ResourceFlavor for the H100 nodes."""
+    require_component(lab, "kueue")
+    hooks = get(kube, "admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "kueue-mutating-webhook-configuration")
+    assert hooks, "Kueue's webhook configurations are missing: is lab/components/kueue.sh up?"
+    flavor = PREFIX + "h100-" + uuid.uuid4().hex[:5]
+    res(kube, KUEUE, "ResourceFlavor").create(body={
+        "apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": flavor},
+        "spec": {"nodeLabels": {"nvidia.com/gpu.product": H100},
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+    })
+    yield flavor
+    remove_cluster_objects(kube, [(KUEUE, "ResourceFlavor", flavor)])
+
+
+def cluster_queue(name, flavor, nominal, namespace_selector, cohort=None):
+    spec = {
+        "namespaceSelector": namespace_selector,
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+                            "flavors": [{"name": flavor, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": nominal}]}]}],
+    }
+    if cohort:
+        spec["cohortName"] = cohort
+        spec["preemption"] = {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}
+    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def local_queue(name, namespace, cq):
+    return {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterQueue": cq}}
+
+
+def ns_selector(*names):
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(names)}]}
+
+
+def test_kueue_admits_one_8gpu_job_and_queues_the_next(lab, kube, kueue):
+    """Nominal quota 8 GPUs: the first 8-GPU Job runs on an H100 node, the second waits (QuotaReserved
+    false, no pods) until the first completes and then runs; a 16-GPU Job never gets a pod."""
+    suffix = uuid.uuid4().hex[:5]
+    ns, cq, lq = PREFIX + "queue-" + suffix, PREFIX + "cq-" + suffix, "itctl-lq"
+    make_namespace(kube, ns)
+    try:
+        res(kube, KUEUE, "ClusterQueue").create(body=cluster_queue(cq, kueue, 8, ns_selector(ns)))
+        res(kube, KUEUE, "LocalQueue").create(body=local_queue(lq, ns, cq), namespace=ns)
+        wait_until(lambda: (condition(get(kube, KUEUE, "LocalQueue", lq, ns), "Active") or {}).get("status") == "True",
+                   30, "the LocalQueue to be active")
+
+        create_job(kube, gpu_job("first", ns, lq, 8, run_seconds=20))
+        first_pods = wait_until(lambda: running_pods(kube, ns, "first"), 60, "the first Job's pod to run")
+        assert first_pods[0]["spec"]["nodeName"] in H100_NODES
+        # Kueue injected the flavor's node labels and tolerations when it admitted the Job.
+        assert first_pods[0]["spec"]["nodeSelector"]["nvidia.com/gpu.product"] == H100
+        wl_first = workload_of(kube, ns, "first")
+        assert condition(wl_first, "Admitted")["status"] == "True"
+        assert wl_first["status"]["admission"]["clusterQueue"] == cq
+
+        create_job(kube, gpu_job("second", ns, lq, 8, run_seconds=1))
+        create_job(kube, gpu_job("too-big", ns, lq, 16, run_seconds=1))
+        for name in ("second", "too-big"):
+            wl = wait_until(lambda: (lambda w: w if condition(w, "QuotaReserved") else None)(workload_of(kube, ns, name)),
+                            30, "Kueue to evaluate %s" % name)
+            reserved = condition(wl, "QuotaReserved")
+            assert reserved["status"] == "False", reserved
+            assert "insufficient" in reserved["message"] or "exceeds" in reserved["message"], reserved
+            assert job(kube, ns, name)["spec"]["suspend"] is True
+            assert pods_of(kube, ns, name) == []
+        # Still queued while the first runs.
+        assert not job_succeeded(kube, ns, "first")
+        assert pods_of(kube, ns, "second") == []
+
+        wait_until(lambda: job_succeeded(kube, ns, "first"), 60, "the first Job to complete")
+        wait_until(lambda: job_succeeded(kube, ns, "second"), 60, "the second Job to be admitted, run and complete")
+        second_pod = pods_of(kube, ns, "second")[0]
+        assert second_pod["spec"]["nodeName"] in H100_NODES
+        wl_second = workload_of(kube, ns, "second")
+        assert condition(wl_second, "Finished")["status"] == "True"
+        assert wl_second["status"]["admission"]["clusterQueue"] == cq
+
+        # The Job that asks more than the whole quota never got a pod and is still not admitted.
+        assert pods_of(kube, ns, "too-big") == []
+        assert condition(workload_of(kube, ns, "too-big"), "QuotaReserved")["status"] == "False"
+        assert job(kube, ns, "too-big")["spec"]["suspend"] is True
+
+        # Prometheus scrapes Kueue's metrics, with the ClusterQueue resource metrics enabled.
+        quota = wait_until(lambda: promql(lab, 'kueue_cluster_queue_nominal_quota{cluster_queue="%s",resource="nvidia.com/gpu"}' % cq),
+                           30, "Kueue's nominal quota metric in Prometheus")
+        assert float(quota[0]["value"][1]) == 8
+    finally:
+        remove_namespaces(kube, [ns])
+        remove_cluster_objects(kube, [(KUEUE, "ClusterQueue", cq)])
+
+
+def test_kueue_borrowing_and_reclaim_within_cohort(lab, kube, kueue):
+    """Two ClusterQueues of 8 GPUs in one cohort: the busy tenant borrows the idle one's 8 and runs 16;
+    when the idle tenant submits work, reclaim preemption gives its 8 back."""
+    suffix = uuid.uuid4().hex[:5]
+    cohort = PREFIX + "cohort-" + suffix
+    ns_a, ns_b = PREFIX + "team-a-" + suffix, PREFIX + "team-b-" + suffix
+    cq_a, cq_b = PREFIX + "cq-a-" + suffix, PREFIX + "cq-b-" + suffix
+    lq = "itctl-lq"
+    for ns in (ns_a, ns_b):
+        make_namespace(kube, ns)
+    try:
+        res(kube, KUEUE, "ClusterQueue").create(body=cluster_queue(cq_a, kueue, 8, ns_selector(ns_a), cohort=cohort))
+        res(kube, KUEUE, "ClusterQueue").create(body=cluster_queue(cq_b, kueue, 8, ns_selector(ns_b), cohort=cohort))
+        res(kube, KUEUE, "LocalQueue").create(body=local_queue(lq, ns_a, cq_a), namespace=ns_a)
+        res(kube, KUEUE, "LocalQueue").create(body=local_queue(lq, ns_b, cq_b), namespace=ns_b)
+        for ns in (ns_a, ns_b):
+            wait_until(lambda: (condition(get(kube, KUEUE, "LocalQueue", lq, ns), "Active") or {}).get("status") == "True",
+                       30, "LocalQueue in %s to be active" % ns)
+
+        # Tenant B: 16 GPUs of work while tenant A is idle.
+        for name in ("b-0", "b-1"):
+            create_job(kube, gpu_job(name, ns_b, lq, 8, run_seconds=600))
+        pods_b = {}
+        for name in ("b-0", "b-1"):
+            pods_b[name] = wait_until(lambda: running_pods(kube, ns_b, name), 60, "%s to run" % name)[0]
+        assert {p["spec"]["nodeName"] for p in pods_b.values()} == H100_NODES
+        assert wait_until(lambda: cq_usage(kube, cq_b, kueue) == {"total": "16", "borrowed": "8"} and cq_usage(kube, cq_b, kueue),
+                          30, "tenant B's ClusterQueue to report 16 GPUs used, 8 borrowed")
+
+        # Tenant A claims its nominal 8: Kueue preempts one of B's workloads.
+        create_job(kube, gpu_job("a-0", ns_a, lq, 8, run_seconds=600))
+        pod_a = wait_until(lambda: running_pods(kube, ns_a, "a-0"), 90, "tenant A's Job to run after reclaim")[0]
+        assert pod_a["spec"]["nodeName"] in H100_NODES
+        assert condition(workload_of(kube, ns_a, "a-0"), "Admitted")["status"] == "True"
+
+        def preempted_b():
+            out = []
+            for name in ("b-0", "b-1"):
+                wl = workload_of(kube, ns_b, name)
+                pre = condition(wl, "Preempted")
+                if pre and pre["status"] == "True":
+                    out.append((name, pre))
+            return out
+
+        victims = wait_until(preempted_b, 30, "one of tenant B's workloads to be marked preempted")
+        assert len(victims) == 1, victims
+        victim, reason = victims[0]
+        # Tenant B was borrowing and tenant A asks only for its nominal quota: a reclamation, not a fair-share trade.
+        assert reason["reason"] == "InCohortReclamation", reason
+        assert "preemptor path: /%s/%s" % (cohort, cq_a) in reason["message"], reason
+        survivor = ({"b-0", "b-1"} - {victim}).pop()
+        # The preempted Job is suspended again and lost its pod; the other keeps running.
+        wait_until(lambda: job(kube, ns_b, victim)["spec"]["suspend"] is True and not running_pods(kube, ns_b, victim),
+                   60, "the preempted Job to be suspended without pods")
+        assert running_pods(kube, ns_b, survivor)
+        assert condition(workload_of(kube, ns_b, victim), "QuotaReserved")["status"] == "False"
+        wait_until(lambda: cq_usage(kube, cq_a, kueue) == {"total": "8", "borrowed": "0"}
+                   and cq_usage(kube, cq_b, kueue) == {"total": "8", "borrowed": "0"},
+                   30, "each ClusterQueue to use exactly its nominal 8 GPUs")
+    finally:
+        remove_namespaces(kube, [ns_a, ns_b])
+        remove_cluster_objects(kube, [(KUEUE, "ClusterQueue", cq_a), (KUEUE, "ClusterQueue", cq_b)])
