@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The real KEDA operator and metrics apiserver (built by lab/build/keda.sh), run out of cluster.
+#
+#   keda.sh up       start both (idempotent), register the external metrics APIService
+#   keda.sh down     remove the APIService FIRST (an unavailable one breaks discovery and namespace
+#                    deletion), then stop both processes
+#   keda.sh status   one line "keda: healthy|unhealthy (...)"; non-zero exit when unhealthy
+#
+# Called by lab/lab.sh with LAB_DIR, LAB_CACHE, LAB_PKI, LAB_BIN, KUBECONFIG (this component's own
+# cluster-admin identity, user lab:keda) and the *_VERSION variables.
+#
+# - One certificate signed by the lab CA (SANs 127.0.0.1, localhost and the in-cluster service names) serves
+#   the operator's gRPC metrics service (127.0.0.1:9666, mutual TLS: ca.crt/tls.crt/tls.key in one
+#   directory, as KEDA expects) and the metrics apiserver (127.0.0.1:6444); KEDA's own cert rotation is off.
+# - The APIService v1beta1.external.metrics.k8s.io points at Service keda/keda-metrics-apiserver of type
+#   ExternalName (localhost): the aggregator resolves it to https://localhost:6444 without kube-proxy, and
+#   checks the serving certificate for keda-metrics-apiserver.keda.svc.
+# - KEDA's admission webhooks are not run (they are optional); the CRDs are loaded by lab.sh.
+set -euo pipefail
+: "${LAB_DIR:?}" "${LAB_CACHE:?}" "${LAB_PKI:?}" "${KUBECONFIG:?}" "${KEDA_VERSION:?}"
+LAB_BIN=${LAB_BIN:-$LAB_DIR/bin}
+BIN=$LAB_CACHE/keda-$KEDA_VERSION/bin
+STATE=$LAB_DIR/keda
+CERTS=$STATE/certs
+OPERATOR_METRICS=127.0.0.1:8082 OPERATOR_HEALTH=127.0.0.1:8083 GRPC=127.0.0.1:9666
+ADAPTER_PORT=6444 ADAPTER_METRICS_PORT=8084
+APISERVICE=v1beta1.external.metrics.k8s.io
+
+log() { printf '[keda] %s\n' "$*" >&2; }
+kubectl() { "$LAB_BIN/kubectl" "$@"; }
+pidfile() { echo "$LAB_DIR/pids/$1.pid"; }
+alive() { [ -f "$(pidfile "$1")" ] && kill -0 "$(cat "$(pidfile "$1")")" 2>/dev/null; }
+operator_ready() { curl -sf "http://$OPERATOR_HEALTH/readyz" >/dev/null; }
+adapter_serving() { curl -s -o /dev/null --cacert "$LAB_PKI/ca.crt" "https://127.0.0.1:$ADAPTER_PORT/healthz"; }
+apiservice_available() {
+  [ "$(kubectl get apiservice "$APISERVICE" -o jsonpath='{.status.conditions[?(@.type=="Available")].status}' 2>/dev/null)" = True ]
+}
+wait_for() { # what seconds process command...
+  local what=$1 end=$(( $(date +%s) + $2 )) proc=$3; shift 3
+  until "$@" >/dev/null 2>&1; do
+    if ! alive "$proc"; then log "$proc exited while waiting for $what; last log lines:"; tail -5 "$LAB_DIR/logs/$proc.log" >&2; return 1; fi
+    [ "$(date +%s)" -lt "$end" ] || { log "timed out waiting for $what (log: $LAB_DIR/logs/$proc.log)"; tail -5 "$LAB_DIR/logs/$proc.log" >&2; return 1; }
+    sleep 0.5
+  done
+}
+
+start() { # name command...
+  local name=$1; shift
+  mkdir -p "$LAB_DIR/logs" "$LAB_DIR/pids"
+  setsid "$@" >"$LAB_DIR/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$(pidfile "$name")"
+}
+
+stop() { # name
+  local f; f=$(pidfile "$1"); [ -f "$f" ] || return 0
+  local pid; pid=$(cat "$f")
+  kill -TERM "$pid" 2>/dev/null || true
+  local i; for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$f"
+}
+
+make_certs() {
+  mkdir -p "$CERTS"
+  cp "$LAB_PKI/ca.crt" "$CERTS/ca.crt"
+  [ -f "$CERTS/tls.crt" ] && return 0
+  local ext="$CERTS/ext.cnf" san="IP:127.0.0.1,DNS:localhost"
+  local s; for s in keda-operator keda-metrics-apiserver; do san="$san,DNS:$s,DNS:$s.keda,DNS:$s.keda.svc,DNS:$s.keda.svc.cluster.local"; done
+  printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$san" >"$ext"
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$CERTS/tls.key" -subj "/CN=keda.lab" -out "$CERTS/tls.csr" 2>/dev/null
+  openssl x509 -req -in "$CERTS/tls.csr" -CA "$LAB_PKI/ca.crt" -CAkey "$LAB_PKI/ca.key" -CAcreateserial \
+    -CAserial "$CERTS/ca.srl" -days 3650 -extfile "$ext" -out "$CERTS/tls.crt" 2>/dev/null
+  rm -f "$CERTS/tls.csr" "$ext"
+}
+
+register_apiservice() {
+  kubectl apply --server-side --force-conflicts --field-manager=lab-keda -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: keda-metrics-apiserver, namespace: keda, labels: {lab.gpuaas.io/component: keda}}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports: [{name: https, port: $ADAPTER_PORT, targetPort: $ADAPTER_PORT, protocol: TCP}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: $APISERVICE, labels: {lab.gpuaas.io/component: keda}}
+spec:
+  group: external.metrics.k8s.io
+  version: v1beta1
+  service: {name: keda-metrics-apiserver, namespace: keda, port: $ADAPTER_PORT}
+  caBundle: $(base64 -w0 <"$LAB_PKI/ca.crt")
+  groupPriorityMinimum: 100
+  versionPriority: 100
+EOF
+}
+
+register_prometheus() {
+  mkdir -p "$LAB_DIR/prometheus/targets"
+  printf '[{"targets": ["%s"], "labels": {"job": "keda-operator"}}, {"targets": ["127.0.0.1:%s"], "labels": {"job": "keda-metrics-apiserver"}}]\n' \
+    "$OPERATOR_METRICS" "$ADAPTER_METRICS_PORT" >"$LAB_DIR/prometheus/targets/keda.json"
+}
+
+cmd_up() {
+  [ -x "$BIN/keda" ] && [ -x "$BIN/keda-adapter" ] || { log "not built: $BIN/keda{,-adapter} missing (run: bash lab/lab.sh build)"; return 1; }
+  if alive keda-operator && alive keda-metrics-apiserver && operator_ready && apiservice_available; then
+    log "already running"; register_prometheus; return 0
+  fi
+  cmd_down
+  mkdir -p "$STATE"
+  make_certs
+  kubectl apply --server-side --field-manager=lab-keda -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Namespace
+metadata: {name: keda}
+EOF
+  # WATCH_NAMESPACE="" = all namespaces; cluster-scoped objects (ClusterTriggerAuthentication secrets) in keda.
+  export WATCH_NAMESPACE="" KEDA_CLUSTER_OBJECT_NAMESPACE=keda POD_NAMESPACE=keda
+  start keda-operator "$BIN/keda" --leader-elect=false --zap-log-level=info --zap-encoder=console \
+    --metrics-bind-address="$OPERATOR_METRICS" --health-probe-bind-address="$OPERATOR_HEALTH" \
+    --metrics-service-bind-address="$GRPC" --cert-dir="$CERTS" --enable-cert-rotation=false \
+    --ca-dir="$CERTS" --enable-webhook-patching=false --enable-apiservice-patching=false
+  wait_for "the operator's readyz on $OPERATOR_HEALTH" 90 keda-operator operator_ready || { cmd_down; return 1; }
+  start keda-metrics-apiserver "$BIN/keda-adapter" --secure-port="$ADAPTER_PORT" --bind-address=127.0.0.1 \
+    --cert-dir="$CERTS" --tls-cert-file="$CERTS/tls.crt" --tls-private-key-file="$CERTS/tls.key" \
+    --metrics-service-address="$GRPC" --port="$ADAPTER_METRICS_PORT" \
+    --lister-kubeconfig="$KUBECONFIG" --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
+    --zap-log-level=info --zap-encoder=console
+  wait_for "the metrics apiserver on 127.0.0.1:$ADAPTER_PORT" 90 keda-metrics-apiserver adapter_serving || { cmd_down; return 1; }
+  register_apiservice
+  wait_for "APIService $APISERVICE to be Available" 60 keda-metrics-apiserver apiservice_available || { cmd_down; return 1; }
+  register_prometheus
+  log "KEDA $KEDA_VERSION up (operator pid $(cat "$(pidfile keda-operator)"), metrics apiserver pid $(cat "$(pidfile keda-metrics-apiserver)"), APIService $APISERVICE Available)"
+}
+
+cmd_down() {
+  if [ -f "$KUBECONFIG" ]; then
+    kubectl delete --ignore-not-found --wait=false apiservice "$APISERVICE" >/dev/null 2>&1 || true
+  fi
+  stop keda-metrics-apiserver
+  stop keda-operator
+  rm -f "$LAB_DIR/prometheus/targets/keda.json"
+}
+
+cmd_status() {
+  local bad=""
+  alive keda-operator || bad="$bad operator not running;"
+  alive keda-metrics-apiserver || bad="$bad metrics apiserver not running;"
+  [ -n "$bad" ] || operator_ready || bad="$bad operator readyz fails;"
+  [ -n "$bad" ] || apiservice_available || bad="$bad APIService $APISERVICE not Available;"
+  if [ -n "$bad" ]; then echo "keda: unhealthy (${bad% ;})"; return 1; fi
+  echo "keda: healthy ($KEDA_VERSION, operator 127.0.0.1:9666, metrics apiserver 127.0.0.1:$ADAPTER_PORT, APIService Available)"
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac
