@@ -14,12 +14,23 @@ LAB_ENV     := $(CURDIR)/.lab/env
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(CURDIR)/$(VENV)/lib/python3.12/site-packages:$(CURDIR)/$(VENV)/lib/python3.13/site-packages
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv collection lab-build lab-up lab-down lab-status lab-variant-up lab-variant-down demo test sanity lint unit integration molecule bench clean
+.PHONY: help prereqs venv collection lab-build lab-up lab-down lab-status lab-variant-up lab-variant-down demo test sanity lint unit integration molecule bench clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
 
+# One-off system packages (Debian): rsync (collection copy), shellcheck (sanity), prometheus + promtool, openssl
+# and curl (the lab). Installed when missing and we are root; otherwise the command to run is printed.
+DEB_PACKAGES := rsync shellcheck prometheus openssl curl
+prereqs:
+	@missing=""; for p in rsync shellcheck prometheus promtool openssl curl; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ]; then echo "installing Debian packages: $(DEB_PACKAGES)"; \
+	      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PACKAGES) >/dev/null; \
+	    else echo "missing:$$missing — run: sudo apt-get install -y $(DEB_PACKAGES)"; exit 1; fi; fi
+
 $(VENV)/.installed: requirements.txt requirements-dev.txt
+	@$(MAKE) --no-print-directory prereqs
 	@test -n "$(PYTHON_BOOT)" || { echo "Python >= 3.12 is needed (ansible-core >= 2.20); install one (e.g. pyenv install 3.12)"; exit 1; }
 	$(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -31,7 +42,7 @@ venv: $(VENV)/.installed
 # ansible-test and ansible-playbook need the collection at ansible_collections/gpuaas/platform.
 collection: venv
 	@mkdir -p $(COLL_DIR)
-	@rsync -a --delete --exclude .git --exclude .venv --exclude .lab --exclude .build --exclude tests/output ./ $(COLL_DIR)/
+	@rsync -a --delete --delete-excluded --exclude /.git --exclude /.venv --exclude '/.lab*' --exclude /build --exclude /.build --exclude /.lead-requests.md --exclude /.ansible --exclude tests/output --exclude __pycache__ --exclude .pytest_cache ./ $(COLL_DIR)/
 
 lab-build: venv
 	@bash lab/lab.sh build
@@ -54,8 +65,18 @@ lab-variant-up: venv
 lab-variant-down:
 	@LAB_DIR=$(CURDIR)/.lab-variant bash lab/lab.sh down
 
+# ansible-test lists files through git when it finds a repository above the collection, and .build/ is
+# git-ignored: so sanity runs on a copy outside the work tree, of what galaxy.yml ships (no lab/, bench/). Its per-test venvs bootstrap pip from a host
+# this network cannot reach; tests/sanity/get_pip_offline.py stands in for that download.
+SANITY_ROOT := /tmp/gpuaas-sanity-$(shell echo $(CURDIR) | md5sum | cut -c1-8)
 sanity: collection
-	cd $(COLL_DIR) && $(CURDIR)/$(VENV)/bin/ansible-test sanity --local --python $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') $(SANITY_ARGS)
+	@pipv=$$($(PY) -c 'import re,ansible_test,os; p=os.path.join(os.path.dirname(ansible_test.__file__),"_internal","python_requirements.py"); print(re.search(r"pip=.([0-9.]+).", open(p).read()).group(1))'); \
+	  mkdir -p $$HOME/.ansible/test/cache; \
+	  sed "s|VENV_SITE_PACKAGES|$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')|" tests/sanity/get_pip_offline.py \
+	    > $$HOME/.ansible/test/cache/get_pip_$${pipv//./_}.py
+	@mkdir -p $(SANITY_ROOT)/ansible_collections/gpuaas/platform
+	@rsync -a --delete --delete-excluded --exclude /lab --exclude /bench $(COLL_DIR)/ $(SANITY_ROOT)/ansible_collections/gpuaas/platform/
+	cd $(SANITY_ROOT)/ansible_collections/gpuaas/platform && $(CURDIR)/$(VENV)/bin/ansible-test sanity --local --python $$($(CURDIR)/$(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') $(SANITY_ARGS)
 
 lint: venv
 	$(VENV)/bin/ansible-lint --profile production
@@ -64,10 +85,10 @@ unit: collection
 	PYTHONPATH=$(COLL_ROOT) $(PY) -m pytest -q tests/unit
 
 integration: collection
-	source $(LAB_ENV) && $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
+	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
 
 molecule: collection
-	source $(LAB_ENV) && for s in molecule/*/; do (cd $$(dirname $$s) && $(CURDIR)/$(VENV)/bin/molecule test -s $$(basename $$s)) || exit 1; done
+	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && for s in molecule/*/; do (cd $$(dirname $$s) && $(CURDIR)/$(VENV)/bin/molecule test -s $$(basename $$s)) || exit 1; done
 
 # The whole suite. The lab is brought up first (warm start when its binaries are cached) and torn down at the end.
 test: venv
