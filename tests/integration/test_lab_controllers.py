@@ -69,8 +69,8 @@ def component_enabled(lab, name: str) -> bool:
     listed = lab.dir / "components"
     if not listed.exists() or name in listed.read_text().split():
         return True
-    pidfile = lab.dir / "pids" / ("%s.pid" % name)
-    return pidfile.exists() and os.path.exists("/proc/%s" % pidfile.read_text().strip())
+    pidfiles = list((lab.dir / "pids").glob("%s*.pid" % name))  # kueue.pid, keda-operator.pid, ...
+    return any(os.path.exists("/proc/%s" % p.read_text().strip()) for p in pidfiles)
 
 
 def require_component(lab, name: str):
@@ -322,3 +322,78 @@ def test_kueue_borrowing_and_reclaim_within_cohort(lab, kube, kueue):
     finally:
         remove_namespaces(kube, [ns_a, ns_b])
         remove_cluster_objects(kube, [(KUEUE, "ClusterQueue", cq_a), (KUEUE, "ClusterQueue", cq_b)])
+
+
+# ---------------------------------------------------------------------------------------------- KEDA
+@pytest.fixture(scope="module")
+def keda(lab, kube):
+    """The KEDA operator runs and the metrics apiserver is registered and Available."""
+    require_component(lab, "keda")
+    svc = get(kube, "apiregistration.k8s.io/v1", "APIService", "v1beta1.external.metrics.k8s.io")
+    assert svc, "APIService v1beta1.external.metrics.k8s.io is missing: is lab/components/keda.sh up?"
+    assert condition(svc, "Available")["status"] == "True", condition(svc, "Available")
+    return svc
+
+
+def test_keda_scales_0_to_n_and_back_to_0_on_a_gpu_metric(lab, kube, keda):
+    """A Deployment with a ScaledObject on a Prometheus query of the simulated DCGM exporter: 0 replicas
+    while the GPUs are idle, N when a pod's GPU gets busy (the operator activates 0 → 1, the HPA reads the
+    external metric through the KEDA metrics apiserver and scales 1 → N), back to 0 after the cooldown."""
+    ns = PREFIX + "keda-" + uuid.uuid4().hex[:5]
+    make_namespace(kube, ns)
+    try:
+        query = 'sum(DCGM_FI_DEV_GPU_UTIL{namespace="%s"})' % ns
+        res(kube, "apps/v1", "Deployment").create(namespace=ns, body={
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "worker", "namespace": ns},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "worker"}},
+                     "template": {"metadata": {"labels": {"app": "worker"}},
+                                  "spec": {"containers": [{"name": "worker", "image": "registry.invalid/lab/worker:1"}]}}},
+        })
+        res(kube, KEDA, "ScaledObject").create(namespace=ns, body={
+            "apiVersion": KEDA, "kind": "ScaledObject", "metadata": {"name": "worker", "namespace": ns},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "worker"},
+                "minReplicaCount": 0, "maxReplicaCount": 3, "pollingInterval": 2, "cooldownPeriod": 5,
+                "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
+                    "scaleUp": {"stabilizationWindowSeconds": 0},
+                    "scaleDown": {"stabilizationWindowSeconds": 0}}}},
+                "triggers": [{"type": "prometheus", "metadata": {
+                    "serverAddress": lab.prometheus_url, "query": query,
+                    "threshold": "30", "activationThreshold": "10"}}],
+            },
+        })
+        so = wait_until(lambda: (lambda s: s if (condition(s, "Ready") or {}).get("status") == "True" else None)(
+            get(kube, KEDA, "ScaledObject", "worker", ns)), 30, "the ScaledObject to be Ready")
+        hpa_name = so["status"]["hpaName"]
+        assert get(kube, "autoscaling/v2", "HorizontalPodAutoscaler", hpa_name, ns), "KEDA made no HPA"
+        time.sleep(3)  # a few polling intervals with an idle metric: nothing scales up
+        assert (condition(get(kube, KEDA, "ScaledObject", "worker", ns), "Active") or {}).get("status") != "True"
+        assert (get(kube, "apps/v1", "Deployment", "worker", ns)["spec"].get("replicas") or 0) == 0
+
+        # A pod gets a GPU and makes it busy: the simulated exporter reports 90 % for it.
+        res(kube, "v1", "Pod").create(namespace=ns, body={
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "busy", "namespace": ns, "annotations": {UTIL_ANNOTATION: "90"}},
+            "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                     "containers": [{"name": "train", "image": "registry.invalid/lab/train:1",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        })
+        series = wait_until(lambda: promql(lab, query), 60, "Prometheus to see the busy GPU")
+        assert float(series[0]["value"][1]) == 90
+        # 90 / threshold 30 → 3 replicas (= maxReplicaCount): only the HPA with the external metric gets past 1.
+        wait_until(lambda: (get(kube, "apps/v1", "Deployment", "worker", ns).get("status") or {}).get("readyReplicas") == 3,
+                   90, "the Deployment to scale 0 → 3")
+        assert condition(get(kube, KEDA, "ScaledObject", "worker", ns), "Active")["status"] == "True"
+        hpa = get(kube, "autoscaling/v2", "HorizontalPodAutoscaler", hpa_name, ns)
+        assert hpa["status"]["desiredReplicas"] == 3, hpa["status"]
+        external = [m for m in hpa["status"].get("currentMetrics") or [] if m["type"] == "External"]
+        assert external and external[0]["external"]["metric"]["name"].startswith("s0-prometheus"), hpa["status"]
+
+        # The GPU goes idle (its pod ends): back to 0 after the cooldown.
+        res(kube, "v1", "Pod").delete(name="busy", namespace=ns, body={"gracePeriodSeconds": 0})
+        wait_until(lambda: not promql(lab, query), 60, "the busy GPU's series to disappear from Prometheus")
+        wait_until(lambda: get(kube, "apps/v1", "Deployment", "worker", ns)["spec"].get("replicas") == 0,
+                   60, "the Deployment to scale back to 0")
+        assert (condition(get(kube, KEDA, "ScaledObject", "worker", ns), "Active") or {}).get("status") == "False"
+    finally:
+        remove_namespaces(kube, [ns])
