@@ -38,6 +38,7 @@ COMPONENT_LABEL = "gpuaas.io/component"
 COMPONENT_VALUE = "tenants"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 OPENSHIFT_KUEUE_LABEL = "kueue.openshift.io/managed"
+SUGGESTED_QUEUE_LABEL = "gpuaas.io/suggested-queue"
 KUEUE_V = "kueue.x-k8s.io/v1beta2"
 KEDA_V = "keda.sh/v1alpha1"
 RBAC_V = "rbac.authorization.k8s.io/v1"
@@ -179,6 +180,9 @@ def local_queue(name: str, namespace: str, cluster_queue_name: str, tenant: str)
 
 def namespace(name: str, tenant: Tenant, platform: str = "kubernetes") -> t.Dict[str, t.Any]:
     extra = dict(tenant.labels)
+    suggested = tenant.suggested_queue(name)
+    if suggested:
+        extra[SUGGESTED_QUEUE_LABEL] = suggested
     if platform == "openshift":
         extra[OPENSHIFT_KUEUE_LABEL] = "true"
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, tenant.name, extra_labels=extra)}
@@ -251,6 +255,9 @@ def admission_policy() -> t.List[t.Dict[str, t.Any]]:
         {"name": "hasQueue", "expression":
             "has(object.metadata.labels) && '%s' in object.metadata.labels && "
             "object.metadata.labels['%s'] != ''" % (QUEUE_LABEL, QUEUE_LABEL)},
+        {"name": "suggestedQueue", "expression":
+            "has(namespaceObject.metadata.labels) && '%s' in namespaceObject.metadata.labels ? "
+            "namespaceObject.metadata.labels['%s'] : '%s'" % (SUGGESTED_QUEUE_LABEL, SUGGESTED_QUEUE_LABEL, DEFAULT_QUEUE)},
         {"name": "ownedByWorkload", "expression":
             "object.kind == 'Pod' && has(object.metadata.ownerReferences) && "
             "object.metadata.ownerReferences.exists(o, o.kind in ['Job', 'JobSet', 'RayCluster', 'RayJob', "
@@ -258,8 +265,8 @@ def admission_policy() -> t.List[t.Dict[str, t.Any]]:
             "'AppWrapper', 'Workload'])"},
     ]
     message = ("'GPU workloads in tenant namespace ' + request.namespace + ' must go through Kueue: add the label "
-               "%s: %s (or another LocalQueue of this namespace: kubectl get localqueues -n ' + request.namespace "
-               "+ ') to the ' + object.kind + ' metadata.labels.'" % (QUEUE_LABEL, DEFAULT_QUEUE))
+               "%s: ' + variables.suggestedQueue + ' (or another LocalQueue of this namespace: kubectl get "
+               "localqueues -n ' + request.namespace + ') to the ' + object.kind + ' metadata.labels.'" % QUEUE_LABEL)
     policy = {
         "apiVersion": VAP_V, "kind": "ValidatingAdmissionPolicy", "metadata": _meta(POLICY_NAME),
         "spec": {
@@ -411,7 +418,8 @@ def tenant_objects(tenant: Tenant, model: TenantModel, platform: str = "kubernet
     admins = _subjects(tenant.access.admin_groups, tenant.access.admin_users)
     users = _subjects(tenant.access.user_groups, tenant.access.user_users)
     for ns in tenant.namespaces:
-        objs.append(local_queue(DEFAULT_QUEUE, ns, tenant.name, tenant.name))
+        if tenant.default_queue:
+            objs.append(local_queue(DEFAULT_QUEUE, ns, tenant.name, tenant.name))
         if admins:
             objs.append(role_binding("gpuaas-admins", ns, "admin", admins, tenant.name))
         if users:

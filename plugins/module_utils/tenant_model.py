@@ -57,7 +57,7 @@ FLAVOR_KEYS = ("name", "node_labels", "node_taints", "tolerations", "topology_na
 COHORT_KEYS = ("name", "parent", "fair_sharing_weight")
 PRIORITY_KEYS = ("name", "value", "description")
 TENANT_KEYS = ("name", "namespaces", "cohort", "fair_sharing_weight", "quotas", "preemption", "access",
-               "autoscaling", "queues", "state", "queueing_strategy", "labels", "default_priority")
+               "autoscaling", "queues", "state", "queueing_strategy", "labels", "default_priority", "default_queue")
 QUOTA_KEYS = ("flavor", "resources", "borrowing_limit", "lending_limit")
 PREEMPTION_KEYS = ("reclaim_within_cohort", "within_cluster_queue", "borrow_within_cohort")
 BORROW_KEYS = ("policy", "max_priority_threshold")
@@ -203,10 +203,20 @@ class Tenant:
     queueing_strategy: t.Optional[str] = None
     labels: t.Dict[str, str] = field(default_factory=dict)
     default_priority: t.Optional[str] = None
+    default_queue: bool = True
 
     @property
     def present(self) -> bool:
         return self.state == "present"
+
+    def suggested_queue(self, namespace: str) -> t.Optional[str]:
+        """The LocalQueue to name in the admission policy's message for ``namespace``."""
+        if self.default_queue:
+            return "default"
+        for queue in self.queues:
+            if namespace in queue.namespaces:
+                return queue.name
+        return None
 
 
 @dataclass
@@ -603,6 +613,16 @@ class _Parser:
             tenant.preemption = self.preemption(path + ".preemption", data.get("preemption"))
             tenant.access = self.access(path + ".access", data.get("access"))
             tenant.queues = self.queues(path + ".queues", data.get("queues"), namespaces)
+            default_queue = data.get("default_queue", True)
+            if not isinstance(default_queue, bool):
+                self.err(path + ".default_queue", "must be true or false, got %r" % (default_queue,))
+                default_queue = True
+            tenant.default_queue = default_queue
+            if not default_queue and state == "present":
+                for ns in namespaces:
+                    if tenant.suggested_queue(ns) is None:
+                        self.err(path + ".queues", "namespace %r has no LocalQueue: with default_queue: false, list it in "
+                                                   "a queue's namespaces" % ns)
             tenant.autoscaling = self.autoscaling(path + ".autoscaling", data.get("autoscaling"), namespaces, model)
             if name:
                 out.append(tenant)

@@ -47,6 +47,30 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 1.0):
     raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
 
 
+def example_refs() -> tuple[set, set]:
+    """(cluster-scoped names, namespaces) of everything the example inventory manages."""
+    inv = example()
+    names = {f["name"] for f in inv["gpuaas_flavors"]} | {c["name"] for c in inv["gpuaas_cohorts"]}
+    names |= {p["name"] for p in inv["gpuaas_priorities"]}
+    names |= {"gpuaas-require-kueue-queue", "gpuaas-tenant-queue-reader", "gpuaas-prometheus"}
+    namespaces = set()
+    for tenant in inv["gpuaas_tenants"]:
+        names |= {tenant["name"], "gpuaas-tenant-%s" % tenant["name"]}
+        namespaces |= set(tenant["namespaces"])
+    return names, namespaces
+
+
+def tenancy_writes(events: list[dict]) -> list[dict]:
+    """Audit events touching the example tenancy (the lab is shared: other suites write other objects meanwhile)."""
+    names, namespaces = example_refs()
+    out = []
+    for ev in events:
+        ref = ev.get("objectRef") or {}
+        if ref.get("namespace") in namespaces or (not ref.get("namespace") and ref.get("name") in names | namespaces):
+            out.append(ev)
+    return out
+
+
 def module_result(run) -> dict:
     results = run.task_results(TASK)
     assert len(results) == 1, run.explain()
@@ -54,7 +78,10 @@ def module_result(run) -> dict:
 
 
 def owned_versions(kube, lab, tenant: str) -> dict:
-    """resourceVersion of every object of the tenants component labelled with ``tenant``."""
+    """Per object of ``tenant``: generation, labels and when our field manager last applied it.
+
+    (resourceVersion also moves with status updates by Kueue and KEDA, which are not our changes.)
+    """
     out = {}
     kinds = [("v1", "Namespace"), ("kueue.x-k8s.io/%s" % lab.kueue_api, "ClusterQueue"),
              ("kueue.x-k8s.io/%s" % lab.kueue_api, "LocalQueue"), ("rbac.authorization.k8s.io/v1", "RoleBinding"),
@@ -63,7 +90,10 @@ def owned_versions(kube, lab, tenant: str) -> dict:
     for api_version, kind in kinds:
         res = kube.resources.get(api_version=api_version, kind=kind)
         for item in res.get(label_selector="%s,gpuaas.io/tenant=%s" % (MANAGED, tenant)).items:
-            out[(kind, item.metadata.namespace, item.metadata.name)] = item.metadata.resourceVersion
+            applied = [m.time for m in item.metadata.managedFields or []
+                       if m.manager == "gpuaas.platform" and m.operation == "Apply"]
+            out[(kind, item.metadata.namespace, item.metadata.name)] = (
+                item.metadata.generation, json.dumps(dict(item.metadata.labels or {}), sort_keys=True), applied)
     return out
 
 
@@ -128,8 +158,8 @@ def test_check_diff_shows_quota_change_and_writes_nothing(converged, run_playboo
         run = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_tenants": tenants},
                            check=True, diff=True)
     assert run.rc == 0, run.explain()
-    assert audit.events == [], audit.describe()
-    assert audit.dry_run_events, "check mode must still ask the API server (dry run)"
+    assert tenancy_writes(audit.events) == [], audit.describe()
+    assert tenancy_writes(audit.dry_run_events), "check mode must still ask the API server (dry run)"
     result = module_result(run)
     assert result["updated"] == [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "name": "nlp"}]
     (diff,) = result["diff"]
@@ -152,7 +182,9 @@ def test_broken_inventory_lists_every_mistake_and_changes_nothing(converged, run
         run = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={
             "gpuaas_tenants": inv["gpuaas_tenants"], "gpuaas_cohorts": inv["gpuaas_cohorts"]})
     assert run.rc != 0
-    assert audit.events == [], audit.describe()
+    assert tenancy_writes(audit.events) == [], audit.describe()
+    assert not [e for e in audit.events + audit.dry_run_events
+                if (e.get("objectRef") or {}).get("name", "").startswith(PREFIX)], audit.describe()
     result = module_result(run)
     assert result["failed"] is True and result.get("changed") is False
     problems = "\n".join(result["problems"])
@@ -208,32 +240,47 @@ def gpu_pod(name: str, namespace: str) -> dict:
                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
 
 
-def test_gpu_work_without_queue_is_refused_with_a_helpful_message(converged, lab, kube):
+def test_gpu_work_without_queue_is_refused_with_a_helpful_message(converged, run_playbook, lab, kube):
+    # 1. A namespace with a `default` LocalQueue: Kueue's LocalQueueDefaulting (GA since 0.17, a mutating webhook
+    #    that runs before the policy) puts unlabelled GPU work into that queue, gated until Kueue admits it. Without
+    #    Kueue's webhook the policy refuses it. Either way it cannot bypass Kueue.
     ns = "nlp-serve"
     name = PREFIX + uuid.uuid4().hex[:5]
-    pod = kubectl(lab, "create", "-f", "-", context=lab.tenant_context, stdin=json.dumps(gpu_pod(name, ns)))
+    pod = kubectl(lab, "create", "-f", "-", "-o", "json", context=lab.tenant_context, stdin=json.dumps(gpu_pod(name, ns)))
     kubectl(lab, "delete", "pod", name, "-n", ns, "--ignore-not-found", "--wait=false")
-    assert pod.returncode != 0, "a GPU pod without queue label was admitted"
-    assert "must go through Kueue: add the label kueue.x-k8s.io/queue-name: default" in pod.stderr, pod.stderr
-    assert "kubectl get localqueues -n nlp-serve" in pod.stderr
-
-    job = kubectl(lab, "create", "-f", "-", "-o", "json", context=lab.tenant_context,
-                  stdin=json.dumps(gpu_job(name, ns)))
-    kubectl(lab, "delete", "job", name, "-n", ns, "--ignore-not-found", "--wait=false")
-    if job.returncode == 0:
-        # Kueue's LocalQueueDefaulting (GA in 0.17) put the Job into the namespace's `default` LocalQueue before
-        # the policy ran: it goes through Kueue, which is what the policy enforces.
-        labels = json.loads(job.stdout)["metadata"].get("labels") or {}
-        assert labels.get("kueue.x-k8s.io/queue-name") == "default", job.stdout
+    if pod.returncode == 0:
+        created = json.loads(pod.stdout)
+        assert created["metadata"]["labels"].get("kueue.x-k8s.io/queue-name") == "default", pod.stdout
+        assert {"name": "kueue.x-k8s.io/admission"} in created["spec"].get("schedulingGates", []), pod.stdout
     else:
-        assert "must go through Kueue: add the label kueue.x-k8s.io/queue-name: default" in job.stderr, job.stderr
+        assert "must go through Kueue: add the label kueue.x-k8s.io/queue-name: default" in pod.stderr, pod.stderr
 
-    # CPU-only work and GPU work outside tenant namespaces are not affected
-    cpu = gpu_pod(name + "-cpu", ns)
+    # 2. A tenant without a `default` queue (default_queue: false): nothing defaults the queue, the policy refuses
+    #    unlabelled GPU work and says which label to add.
+    strict = PREFIX + "strict"
+    tenant = extra_tenant(strict, [strict])
+    tenant.update({"default_queue": False, "queues": [{"name": "training"}], "access": {"users": ["nlp-team"]}})
+    up = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY,
+                      extra_vars={"gpuaas_tenants": example()["gpuaas_tenants"] + [tenant]})
+    assert up.rc == 0, up.explain()
+    for obj in (gpu_job(name, strict), gpu_pod(name, strict)):
+        refused = kubectl(lab, "create", "-f", "-", context=lab.tenant_context, stdin=json.dumps(obj))
+        assert refused.returncode != 0, "a GPU %s without queue label was admitted" % obj["kind"]
+        assert ("denied request: GPU workloads in tenant namespace %s must go through Kueue: add the label "
+                "kueue.x-k8s.io/queue-name: training (or another LocalQueue of this namespace: kubectl get localqueues "
+                "-n %s) to the %s metadata.labels." % (strict, strict, obj["kind"])) in refused.stderr, refused.stderr
+    # with the label it is accepted; CPU-only work needs no queue
+    ok = kubectl(lab, "create", "-f", "-", context=lab.tenant_context, stdin=json.dumps(gpu_job(name, strict, "training")))
+    assert ok.returncode == 0, ok.stderr
+    cpu = gpu_pod(name + "-cpu", strict)
     cpu["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
     ok = kubectl(lab, "create", "-f", "-", context=lab.tenant_context, stdin=json.dumps(cpu))
-    kubectl(lab, "delete", "pod", name + "-cpu", "-n", ns, "--ignore-not-found", "--wait=false")
     assert ok.returncode == 0, ok.stderr
+    kubectl(lab, "delete", "job", name, "-n", strict, "--ignore-not-found", "--wait=false")
+    kubectl(lab, "delete", "pod", name + "-cpu", "-n", strict, "--ignore-not-found", "--wait=false")
+    down = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_delete_namespaces": True})
+    assert down.rc == 0, down.explain()
+    assert module_result(down)["offboarded"] == [strict]
 
 
 def extra_tenant(name: str, namespaces: list[str]) -> dict:

@@ -96,6 +96,7 @@ def test_namespaces_local_queues_and_rbac():
     ns = objs[("Namespace", None, "nlp-train")]
     assert ns["metadata"]["labels"]["gpuaas.io/tenant"] == "nlp"
     assert "kueue.openshift.io/managed" not in ns["metadata"]["labels"]
+    assert ns["metadata"]["labels"]["gpuaas.io/suggested-queue"] == "default"
     assert objs[("LocalQueue", "nlp-serve", "default")]["spec"] == {"clusterQueue": "nlp"}
     assert objs[("LocalQueue", "nlp-train", "interactive")]["spec"] == {"clusterQueue": "nlp"}
     assert ("LocalQueue", "nlp-serve", "interactive") not in objs
@@ -128,7 +129,9 @@ def test_admission_policy_targets_tenant_namespaces_and_explains():
     assert binding["spec"]["validationActions"] == ["Deny"]
     assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["key"] == "gpuaas.io/tenant"
     validation = policy["spec"]["validations"][0]
-    assert "kueue.x-k8s.io/queue-name: default" in validation["messageExpression"]
+    assert "add the label kueue.x-k8s.io/queue-name: ' + variables.suggestedQueue" in validation["messageExpression"]
+    suggested = [v for v in policy["spec"]["variables"] if v["name"] == "suggestedQueue"][0]["expression"]
+    assert "namespaceObject.metadata.labels['gpuaas.io/suggested-queue']" in suggested
     assert "nvidia.com/" in policy["spec"]["variables"][1]["expression"]
 
 
@@ -172,3 +175,14 @@ def test_absent_tenant_builds_nothing():
 def test_no_tenants_no_policy():
     objs = builders.desired_objects(TenantModel.from_inventory({"gpuaas_flavors": [{"name": "x"}]}))
     assert [o["kind"] for o in objs] == ["ResourceFlavor"]
+
+
+def test_tenant_without_default_queue():
+    inv = yaml.safe_load(open(EXAMPLE))
+    inv["gpuaas_tenants"][2]["default_queue"] = False
+    inv["gpuaas_tenants"][2]["queues"] = [{"name": "training"}]
+    objs = index(builders.desired_objects(TenantModel.from_inventory(inv)))
+    assert ("LocalQueue", "analytics", "default") not in objs
+    assert objs[("LocalQueue", "analytics", "training")]["spec"] == {"clusterQueue": "analytics"}
+    ns = objs[("Namespace", None, "analytics")]
+    assert ns["metadata"]["labels"]["gpuaas.io/suggested-queue"] == "training"

@@ -205,3 +205,16 @@ def test_prometheus_token_secret_and_timeout():
     text = "\n".join(problems(inv))
     assert "gpuaas_prometheus: set only one of token, token_file, token_secret (got token, token_secret)" in text
     assert "gpuaas_prometheus.timeout: must be at least 1" in text
+
+
+def test_default_queue_false_needs_a_queue_per_namespace():
+    inv = example()
+    inv["gpuaas_tenants"][1]["default_queue"] = False
+    inv["gpuaas_tenants"][1]["queues"] = [{"name": "training", "namespaces": ["vision-dev"]}]
+    text = "\n".join(problems(inv))
+    assert "gpuaas_tenants[1].queues: namespace 'vision-prod' has no LocalQueue" in text
+    inv["gpuaas_tenants"][1]["queues"][0]["namespaces"] = ["vision-dev", "vision-prod"]
+    vision = TenantModel.from_inventory(inv).tenant("vision")
+    assert vision.suggested_queue("vision-prod") == "training"
+    inv["gpuaas_tenants"][1]["default_queue"] = "no"
+    assert "gpuaas_tenants[1].default_queue: must be true or false" in "\n".join(problems(inv))
