@@ -64,8 +64,8 @@ def test_observability_role_converges_idempotent_check_mode_and_absent(component
     assert sm["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpuaas.platform"
     assert sm["metadata"]["labels"]["itobs"] == ID
     kueue_sm = live(kube, "ServiceMonitor", "gpuaas-kueue", KUEUE_NS)
-    assert kueue_sm["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "kueue",
-                                                          "app.kubernetes.io/component": "metrics-service"}
+    assert kueue_sm["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "kueue", "app.kubernetes.io/component": "metrics-service"}
     cm = live(kube, "ConfigMap", "gpuaas-grafana-dashboards", MON_NS)
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     dashboard = json.loads(cm["data"]["gpuaas-gpu-dashboard.json"])
@@ -75,8 +75,8 @@ def test_observability_role_converges_idempotent_check_mode_and_absent(component
     rule = live(kube, "PrometheusRule", "gpuaas-gpu-alerts", MON_NS)
     groups = rule["spec"]["groups"]
     assert [g["name"] for g in groups] == ["gpuaas-recording", "gpuaas-gpu", "gpuaas-kueue", "gpuaas-tenants"]
-    assert len(groups[-1]["rules"]) == 2 and groups[-1]["rules"][0]["labels"] == {"namespace": "itobs-a-%s" % ID,
-                                                                                "tenant": "itobs%s" % ID}
+    assert len(groups[-1]["rules"]) == 2
+    assert groups[-1]["rules"][0]["labels"] == {"namespace": "itobs-a-%s" % ID, "tenant": "itobs%s" % ID}
     rules_file = tmp_path / "live.rules.yml"
     rules_file.write_text(yaml.safe_dump({"groups": groups}))
     proc = subprocess.run(["promtool", "check", "rules", str(rules_file)], capture_output=True, text=True, check=False)
@@ -112,7 +112,7 @@ def test_observability_role_converges_idempotent_check_mode_and_absent(component
     gone = run_playbook(playbook, extra_vars=extra(gpuaas_observability_state="absent"))
     assert gone.rc == 0, gone.explain()
     deleted = sorted((o["kind"], o["name"]) for o in gone.task_results("Apply the monitoring objects")[0]["deleted"]
-                     if ID in (o.get("namespace") or "") )
+                     if ID in (o.get("namespace") or ""))
     assert deleted == [("ConfigMap", "gpuaas-grafana-dashboards"), ("PrometheusRule", "gpuaas-gpu-alerts"),
                        ("ServiceMonitor", "gpuaas-kueue")]
     assert live(kube, "PrometheusRule", "gpuaas-gpu-alerts", MON_NS) is None

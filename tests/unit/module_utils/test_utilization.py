@@ -163,8 +163,8 @@ def test_exact_figures_for_both_label_variants(variant):
 
 
 def test_mixed_scrapes_of_both_variants_count_each_gpu_once():
-    honored, _ = lab_matrix("honored")
-    exported, _ = lab_matrix("exported")
+    honored = lab_matrix("honored")[0]
+    exported = lab_matrix("exported")[0]
     report = u.gpu_report(honored + exported, [], START, END, STEP, tenants=TENANTS, idle_for=30.0)
     assert report["label_variant"] == "mixed"
     assert (report["cluster"]["gpus"], report["cluster"]["allocated_gpus"], report["cluster"]["unallocated_gpus"]) == (16, 5, 11)
@@ -275,10 +275,11 @@ def test_queue_report_from_cluster_queue_objects():
         "spec": {"cohortName": "research", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu", "memory"], "flavors": [
             {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 6, "borrowingLimit": "4"},
                                            {"name": "memory", "nominalQuota": "512Gi"}]}]}]},
-        "status": {"flavorsUsage": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "9", "borrowed": "3"},
-                                                                    {"name": "memory", "total": "1Gi"}]}],
-                   "pendingWorkloads": 2, "admittedWorkloads": 3,
-                   "conditions": [{"type": "Active", "status": "True", "reason": "Ready"}]},
+        "status": {
+            "flavorsUsage": [{"name": "h100", "resources": [
+                {"name": "nvidia.com/gpu", "total": "9", "borrowed": "3"}, {"name": "memory", "total": "1Gi"}]}],
+            "pendingWorkloads": 2, "admittedWorkloads": 3,
+            "conditions": [{"type": "Active", "status": "True", "reason": "Ready"}]},
     }, {"metadata": {"name": "old"}, "spec": {"cohort": "org"}, "status": {
         "conditions": [{"type": "Active", "status": "False", "reason": "FlavorNotFound"}]}}]
     queues = u.queue_report_from_objects(objs)

@@ -91,9 +91,9 @@ def test_without_prometheus_operator_only_the_configmap():
 
 
 def test_podmonitor_http_kueue_and_disabled_parts():
-    objects, _ = mo.desired_objects(params(
+    objects = mo.desired_objects(params(
         dcgm_monitor={"kind": "PodMonitor"}, kueue_monitor={"scheme": "http"},
-        dashboards={"enabled": False}, create_namespace=False), served_all)
+        dashboards={"enabled": False}, create_namespace=False), served_all)[0]
     objs = by_kind(objects)
     assert ("PodMonitor", "gpuaas-dcgm-exporter") in objs
     assert objs[("PodMonitor", "gpuaas-dcgm-exporter")]["spec"]["podMetricsEndpoints"][0]["port"] == "gpu-metrics"
@@ -103,8 +103,8 @@ def test_podmonitor_http_kueue_and_disabled_parts():
 
 
 def test_alert_overrides():
-    objects, _ = mo.desired_objects(params(rules={"alert_overrides": {
-        "GpuaasGpuAllocatedIdle": {"for": "1h", "labels": {"severity": "info", "team": "platform"}}}}), served_all)
+    objects = mo.desired_objects(params(rules={"alert_overrides": {
+        "GpuaasGpuAllocatedIdle": {"for": "1h", "labels": {"severity": "info", "team": "platform"}}}}), served_all)[0]
     rule = by_kind(objects)[("PrometheusRule", "gpuaas-gpu-alerts")]
     idle = next(r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "GpuaasGpuAllocatedIdle")
     assert idle["for"] == "1h" and idle["labels"] == {"severity": "info", "component": "gpu", "team": "platform"}
@@ -124,13 +124,13 @@ def test_monitors_in_missing_namespaces_are_skipped():
 
     kube = FakeKube()
     kube.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
-    objects, _ = mo.desired_objects(params(), served_all)
+    objects = mo.desired_objects(params(), served_all)[0]
     keep, skipped = mo.skip_missing_namespaces(objects, kube)
     assert [(s["kind"], s["name"], s["namespace"]) for s in skipped] == [("ServiceMonitor", "gpuaas-dcgm-exporter", "gpu-operator")]
     assert skipped[0]["reason"] == "namespace gpu-operator does not exist: is the DCGM exporter (GPU Operator) installed there?"
     assert ("ServiceMonitor", "gpuaas-kueue") in by_kind(keep) and ("PrometheusRule", "gpuaas-gpu-alerts") in by_kind(keep)
     # a monitor in the namespace the module creates itself is kept
-    objects, _ = mo.desired_objects(params(dcgm_monitor={"namespace": "gpuaas-monitoring"}), served_all)
+    objects = mo.desired_objects(params(dcgm_monitor={"namespace": "gpuaas-monitoring"}), served_all)[0]
     keep, skipped = mo.skip_missing_namespaces(objects, kube)
     assert skipped == [] and ("ServiceMonitor", "gpuaas-dcgm-exporter") in by_kind(keep)
 
@@ -142,7 +142,7 @@ def test_prometheus_rule_spec_passes_promtool(tmp_path):
     promtool = shutil.which("promtool") or "/usr/bin/promtool"
     assert os.path.exists(promtool), "promtool is missing: apt-get install prometheus"
     tenants = [{"name": "nlp", "namespaces": ["nlp-train", "nlp-serve"]}, {"name": "vision", "namespaces": ["vision-dev"]}]
-    objects, _ = mo.desired_objects(params(rules={"tenants": tenants}), served_all)
+    objects = mo.desired_objects(params(rules={"tenants": tenants}), served_all)[0]
     groups = by_kind(objects)[("PrometheusRule", "gpuaas-gpu-alerts")]["spec"]["groups"]
     path = tmp_path / "spec.rules.yml"
     path.write_text(yaml.safe_dump({"groups": groups}))
