@@ -358,10 +358,12 @@ class ApiResource:
                dry_run: bool = False) -> t.Optional[t.Dict[str, t.Any]]:
         """Delete; None when the object was already gone."""
         body: t.Dict[str, t.Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation_policy}
+        query = []
         if dry_run:
             body["dryRun"] = ["All"]
+            query.append(("dryRun", "All"))  # in the URL too, so audit logs show it
         try:
-            return self.client.request("DELETE", self.path(name, namespace), body=json.dumps(body),
+            return self.client.request("DELETE", self.path(name, namespace), query=query, body=body,
                                        content_type="application/json")
         except ApiException as exc:
             if exc.status == 404:

@@ -165,6 +165,8 @@ class _FakeApiServer:
                     return self._reply(422, {"kind": "Status", "reason": "Invalid", "message": "is invalid",
                                              "details": {"causes": [{"field": "spec.x", "message": "nope"}]}})
                 if self.path.startswith("/apis/kueue.x-k8s.io/v1beta2/clusterqueues"):
+                    if self.command == "DELETE":
+                        return self._reply(200, {"kind": "Status", "status": "Success", "details": json.loads(body)})
                     if self.command == "PATCH":
                         return self._reply(200, json.loads(body))
                     return self._reply(200, {"items": [{"metadata": {"name": "a"}}], "metadata": {}})
@@ -218,3 +220,9 @@ def test_requests_through_the_installed_kubernetes_library(apiserver):
     assert patch["headers"]["impersonate-user"] == ["alice"]
     assert sorted(patch["headers"]["impersonate-group"]) == ["g1", "g2"]
     assert json.loads(patch["body"])["metadata"]["name"] == "q"
+
+    deleted = res.delete("q", dry_run=True, propagation_policy="Foreground")
+    assert deleted["details"] == {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground",
+                                  "dryRun": ["All"]}
+    assert apiserver.requests[-1]["headers"]["content-type"] == ["application/json"]
+    assert apiserver.requests[-1]["path"].endswith("/clusterqueues/q?dryRun=All")
