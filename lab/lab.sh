@@ -43,7 +43,9 @@ die() { printf '[lab] ERROR: %s\n' "$*" >&2; exit 1; }
 cache_dir() { # name version -> cache path
   local key=$2
   [ "$1" = crds ] && key="$KUEUE_VERSION-$KEDA_VERSION-$(printf '%s' "$GPU_OPERATOR_VERSION$NFD_VERSION$PROMETHEUS_OPERATOR_VERSION$OLM_API_VERSION$OPENSHIFT_API_VERSION$KUEUE_V1BETA1_VERSION" | md5sum | cut -c1-8)"
-  [ "$1" = charts ] && key="$(printf '%s' "$KUEUE_VERSION$KEDA_VERSION$GPU_OPERATOR_VERSION" | md5sum | cut -c1-8)"
+  # cheap data builds are also keyed by their script, so editing the script refreshes the cache
+  [ "$1" = charts ] && key="$( (printf '%s' "$KUEUE_VERSION$KEDA_VERSION$GPU_OPERATOR_VERSION"; cat "$LAB_SRC/build/charts.sh") | md5sum | cut -c1-8)"
+  [ "$1" = crds ] && key="$key-$(md5sum < "$LAB_SRC/build/crds.sh" | cut -c1-6)"
   echo "$LAB_CACHE/$1-$key"
 }
 
@@ -97,6 +99,8 @@ link_tools() {
   mkdir -p "$LAB_BIN"
   local k; k=$(cache_dir kubernetes "$KUBERNETES_VERSION")/bin
   ln -sf "$k/kubectl" "$LAB_BIN/kubectl"
+  # upstream charts (from the Go modules) for the collection's disconnected Helm path
+  if [ -d "$(cache_dir charts "$GPU_OPERATOR_VERSION")/share/charts" ]; then ln -sfn "$(cache_dir charts "$GPU_OPERATOR_VERSION")/share/charts" "$LAB_DIR/charts"; fi
   local d; for d in "$(cache_dir helm "$HELM_VERSION")/bin/helm" /usr/bin/promtool; do
     if [ -x "$d" ]; then ln -sf "$d" "$LAB_BIN/$(basename "$d")"; fi
   done
