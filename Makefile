@@ -58,7 +58,7 @@ lab-status:
 
 # A second, smaller lab beside the first: OpenShift flavour (ClusterVersion, Infrastructure, MachineSet CRDs),
 # Kueue CRDs of a release that serves only v1beta1, no optional controllers, every port +100.
-LAB_VARIANT_ENV := LAB_DIR=$(CURDIR)/.lab-variant LAB_PORT_OFFSET=100 LAB_COMPONENTS= LAB_FLAVOR=openshift LAB_KUEUE_API=v1beta1
+LAB_VARIANT_ENV := LAB_DIR=$(CURDIR)/.lab-variant LAB_PORT_OFFSET=$$(( $${LAB_PORT_OFFSET:-0} + 100 )) LAB_COMPONENTS= LAB_FLAVOR=openshift LAB_KUEUE_API=v1beta1
 lab-variant-up: venv
 	@$(LAB_VARIANT_ENV) bash lab/lab.sh up
 

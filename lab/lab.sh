@@ -34,6 +34,7 @@ OPTIONAL_BUILDS="kueue:KUEUE_VERSION keda:KEDA_VERSION helm:HELM_VERSION charts:
 # Ports. LAB_PORT_OFFSET moves them all, so a second lab (e.g. the v1beta1 variant) can run beside the first
 # with its own LAB_DIR.
 OFF=${LAB_PORT_OFFSET:-0}
+export LAB_PORT_OFFSET=$OFF  # the component scripts move their ports too
 P_API=$((6443 + OFF)); P_ETCD=$((2379 + OFF)); P_PEER=$((2380 + OFF)); P_PROM=$((9090 + OFF))
 P_DCGM=$((9400 + OFF)); P_KWOK=$((10247 + OFF)); P_KCM=$((10257 + OFF)); P_SCHED=$((10259 + OFF))
 

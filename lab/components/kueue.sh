@@ -27,7 +27,8 @@ SHARE=$LAB_CACHE/kueue-$KUEUE_VERSION/share
 STATE=$LAB_DIR/kueue
 PIDFILE=$LAB_DIR/pids/kueue.pid
 LOG=$LAB_DIR/logs/kueue.log
-WEBHOOK_PORT=9443 METRICS_PORT=8080 HEALTH_PORT=8081
+OFF=${LAB_PORT_OFFSET:-0}  # lab.sh moves every port by LAB_PORT_OFFSET (a second lab beside the first)
+WEBHOOK_PORT=$((9443 + OFF)) METRICS_PORT=$((8080 + OFF)) HEALTH_PORT=$((8081 + OFF))
 METRICS_CERT_LINK=/etc/kueue/metrics/certs
 WEBHOOK_CONFIGS="mutatingwebhookconfiguration/kueue-mutating-webhook-configuration validatingwebhookconfiguration/kueue-validating-webhook-configuration"
 
@@ -126,7 +127,8 @@ cmd_up() {
   mkdir -p "$STATE" "$LAB_DIR/logs" "$LAB_DIR/pids"
   make_certs
   link_metrics_certs
-  sed "s#@LAB_DIR@#$LAB_DIR#g" "$HERE/kueue/config.yaml.in" >"$STATE/config.yaml"
+  sed -e "s#@LAB_DIR@#$LAB_DIR#g" -e "s#@HEALTH_PORT@#$HEALTH_PORT#g" -e "s#@METRICS_PORT@#$METRICS_PORT#g" -e "s#@WEBHOOK_PORT@#$WEBHOOK_PORT#g" \
+    "$HERE/kueue/config.yaml.in" >"$STATE/config.yaml"
   apply_cluster_objects
   setsid "$BIN" --config="$STATE/config.yaml" --zap-log-level=info >"$LOG" 2>&1 </dev/null &
   echo $! >"$PIDFILE"
