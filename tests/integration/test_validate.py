@@ -193,7 +193,8 @@ def test_validate_playbook_passes_thresholds_the_lab_meets(gpu_workloads, run_pl
 def test_warn_mode_does_not_fail(gpu_workloads, run_playbook, tmp_path):
     extra = {"gpuaas_tenants": TENANTS, "gpuaas_validate_window": "%ds" % WINDOW, "gpuaas_validate_step": "%ds" % STEP,
              "gpuaas_validate_idle_for": "%ds" % IDLE_FOR, "gpuaas_validate_health_checks": [],
-             "gpuaas_validate_min_utilization": 50, "gpuaas_validate_on_failure": "warn",
+             "gpuaas_validate_min_utilization": 50, "gpuaas_validate_max_idle_gpus": None,
+             "gpuaas_validate_on_failure": "warn",
              "gpuaas_validate_report_path": ""}
     run = run_playbook(REPO / "playbooks" / "validate.yml", extra_vars=extra, inventory=REPO / "playbooks" / "inventory" / "lab")
     assert run.rc == 0, run.explain()
