@@ -112,7 +112,7 @@ def gpu_job(name, namespace, queue, gpus, run_seconds):
             "parallelism": 1, "completions": 1, "backoffLimit": 0,
             "template": {
                 "metadata": {"annotations": {KWOK_DELAY: "%ds" % run_seconds}},
-                "spec": {"restartPolicy": "Never", "containers": [{
+                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "containers": [{
                     "name": "train", "image": "registry.invalid/lab/train:1",
                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
             },
@@ -152,6 +152,29 @@ def job_succeeded(kube, namespace, name):
 
 def running_pods(kube, namespace, job_name):
     return [p for p in pods_of(kube, namespace, job_name) if (p.get("status") or {}).get("phase") == "Running"]
+
+
+def free_h100_gpus(kube) -> dict[str, int]:
+    """Unrequested nvidia.com/gpu per H100 node (pods of other tests may hold some)."""
+    free = {}
+    for node in H100_NODES:
+        n = get(kube, "v1", "Node", node)
+        free[node] = int(n["status"]["allocatable"].get("nvidia.com/gpu", "0"))
+    for pod in items(kube, "v1", "Pod"):
+        node = pod["spec"].get("nodeName")
+        if node in free and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            for c in pod["spec"]["containers"]:
+                free[node] -= int((((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")) or 0)
+    return free
+
+
+def wait_for_free_h100(kube, per_node: int, nodes: int, timeout: float = 120):
+    """The scenarios need whole H100 nodes; wait (bounded) for GPU pods of other tests to go away first."""
+    try:
+        wait_until(lambda: sum(1 for f in free_h100_gpus(kube).values() if f >= per_node) >= nodes, timeout,
+                   "%d H100 node(s) with %d free GPUs" % (nodes, per_node))
+    except AssertionError as e:
+        raise AssertionError("%s; free GPUs per node now: %s" % (e, free_h100_gpus(kube))) from None
 
 
 def cq_usage(kube, name, flavor):
@@ -215,7 +238,8 @@ def test_kueue_admits_one_8gpu_job_and_queues_the_next(lab, kube, kueue):
         wait_until(lambda: (condition(get(kube, KUEUE, "LocalQueue", lq, ns), "Active") or {}).get("status") == "True",
                    30, "the LocalQueue to be active")
 
-        create_job(kube, gpu_job("first", ns, lq, 8, run_seconds=20))
+        wait_for_free_h100(kube, per_node=8, nodes=1)
+        create_job(kube, gpu_job("first", ns, lq, 8, run_seconds=12))
         first_pods = wait_until(lambda: running_pods(kube, ns, "first"), 60, "the first Job's pod to run")
         assert first_pods[0]["spec"]["nodeName"] in H100_NODES
         # Kueue injected the flavor's node labels and tolerations when it admitted the Job.
@@ -280,6 +304,7 @@ def test_kueue_borrowing_and_reclaim_within_cohort(lab, kube, kueue):
                        30, "LocalQueue in %s to be active" % ns)
 
         # Tenant B: 16 GPUs of work while tenant A is idle.
+        wait_for_free_h100(kube, per_node=8, nodes=2)
         for name in ("b-0", "b-1"):
             create_job(kube, gpu_job(name, ns_b, lq, 8, run_seconds=600))
         pods_b = {}
@@ -347,7 +372,8 @@ def test_keda_scales_0_to_n_and_back_to_0_on_a_gpu_metric(lab, kube, keda):
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "worker", "namespace": ns},
             "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "worker"}},
                      "template": {"metadata": {"labels": {"app": "worker"}},
-                                  "spec": {"containers": [{"name": "worker", "image": "registry.invalid/lab/worker:1"}]}}},
+                                  "spec": {"terminationGracePeriodSeconds": 0,
+                                           "containers": [{"name": "worker", "image": "registry.invalid/lab/worker:1"}]}}},
         })
         res(kube, KEDA, "ScaledObject").create(namespace=ns, body={
             "apiVersion": KEDA, "kind": "ScaledObject", "metadata": {"name": "worker", "namespace": ns},
@@ -371,10 +397,12 @@ def test_keda_scales_0_to_n_and_back_to_0_on_a_gpu_metric(lab, kube, keda):
         assert (get(kube, "apps/v1", "Deployment", "worker", ns)["spec"].get("replicas") or 0) == 0
 
         # A pod gets a GPU and makes it busy: the simulated exporter reports 90 % for it.
+        wait_for_free_h100(kube, per_node=1, nodes=1)
         res(kube, "v1", "Pod").create(namespace=ns, body={
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "busy", "namespace": ns, "annotations": {UTIL_ANNOTATION: "90"}},
-            "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "spec": {"terminationGracePeriodSeconds": 0,
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                      "containers": [{"name": "train", "image": "registry.invalid/lab/train:1",
                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
         })
