@@ -150,7 +150,7 @@ cmd_status() {
   alive keda-metrics-apiserver || bad="$bad metrics apiserver not running;"
   [ -n "$bad" ] || operator_ready || bad="$bad operator readyz fails;"
   [ -n "$bad" ] || apiservice_available || bad="$bad APIService $APISERVICE not Available;"
-  if [ -n "$bad" ]; then echo "keda: unhealthy (${bad% ;})"; return 1; fi
+  if [ -n "$bad" ]; then bad=${bad# }; echo "keda: unhealthy (${bad%;})"; return 1; fi
   echo "keda: healthy ($KEDA_VERSION, operator 127.0.0.1:9666, metrics apiserver 127.0.0.1:$ADAPTER_PORT, APIService Available)"
 }
 
