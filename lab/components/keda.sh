@@ -56,7 +56,7 @@ stop() { # name
   local f; f=$(pidfile "$1"); [ -f "$f" ] || return 0
   local pid; pid=$(cat "$f")
   kill -TERM "$pid" 2>/dev/null || true
-  local i; for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  local _i; for _i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null || true
   rm -f "$f"
 }
@@ -104,7 +104,9 @@ register_prometheus() {
 }
 
 cmd_up() {
-  [ -x "$BIN/keda" ] && [ -x "$BIN/keda-adapter" ] || { log "not built: $BIN/keda{,-adapter} missing (run: bash lab/lab.sh build)"; return 1; }
+  if [ ! -x "$BIN/keda" ] || [ ! -x "$BIN/keda-adapter" ]; then
+    log "not built: $BIN/keda{,-adapter} missing (run: bash lab/lab.sh build)"; return 1
+  fi
   if alive keda-operator && alive keda-metrics-apiserver && operator_ready && apiservice_available; then
     log "already running"; register_prometheus; return 0
   fi

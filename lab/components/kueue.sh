@@ -13,7 +13,9 @@
 # - the webhook configurations from the Kueue module are rewritten to `url: https://127.0.0.1:9443/...`
 #   (lab/components/kueue/webhooks.py) and deleted again before Kueue stops;
 # - Kueue hard-codes /etc/kueue/metrics/certs for its metrics certificate when internal cert management is
-#   off, so that path is a symlink to this lab's certificate directory while Kueue runs;
+#   off: Kueue runs in a private mount namespace (unshare -m, we are root) where this lab's certificate
+#   directory is bind-mounted on that path, so two labs side by side (LAB_PORT_OFFSET) each serve their own
+#   certificate and nothing on the host changes but an empty mount-point directory;
 # - Kueue's metrics endpoint is always HTTPS with TokenReview authorization: Prometheus scrapes it with the
 #   token of ServiceAccount kueue-system/lab-prometheus (ClusterRole lab-metrics-reader: GET /metrics).
 set -euo pipefail
@@ -29,7 +31,7 @@ PIDFILE=$LAB_DIR/pids/kueue.pid
 LOG=$LAB_DIR/logs/kueue.log
 OFF=${LAB_PORT_OFFSET:-0}  # lab.sh moves every port by LAB_PORT_OFFSET (a second lab beside the first)
 WEBHOOK_PORT=$((9443 + OFF)) METRICS_PORT=$((8080 + OFF)) HEALTH_PORT=$((8081 + OFF))
-METRICS_CERT_LINK=/etc/kueue/metrics/certs
+METRICS_CERT_DIR=/etc/kueue/metrics/certs
 WEBHOOK_CONFIGS="mutatingwebhookconfiguration/kueue-mutating-webhook-configuration validatingwebhookconfiguration/kueue-validating-webhook-configuration"
 
 log() { printf '[kueue] %s\n' "$*" >&2; }
@@ -58,19 +60,10 @@ make_certs() {
   rm -f "$STATE/certs/tls.csr" "$ext"
 }
 
-link_metrics_certs() {
-  mkdir -p "$(dirname "$METRICS_CERT_LINK")"
-  if [ -L "$METRICS_CERT_LINK" ] || [ ! -e "$METRICS_CERT_LINK" ]; then
-    ln -sfn "$STATE/certs" "$METRICS_CERT_LINK"
-  else  # a real directory someone else made: leave it, but put our pair in it
-    cp "$STATE/certs/tls.crt" "$STATE/certs/tls.key" "$METRICS_CERT_LINK/"
-  fi
-}
-
-unlink_metrics_certs() {
-  if [ -L "$METRICS_CERT_LINK" ] && [ "$(readlink "$METRICS_CERT_LINK")" = "$STATE/certs" ]; then
-    rm -f "$METRICS_CERT_LINK"; rmdir -p "$(dirname "$METRICS_CERT_LINK")" 2>/dev/null || true
-  fi
+metrics_cert_mountpoint() {
+  # An older lab version left a symlink here; the mount point must be a real (empty) directory.
+  if [ -L "$METRICS_CERT_DIR" ]; then rm -f "$METRICS_CERT_DIR"; fi
+  mkdir -p "$METRICS_CERT_DIR"
 }
 
 apply_cluster_objects() {
@@ -126,11 +119,14 @@ cmd_up() {
   cmd_down
   mkdir -p "$STATE" "$LAB_DIR/logs" "$LAB_DIR/pids"
   make_certs
-  link_metrics_certs
+  metrics_cert_mountpoint
   sed -e "s#@LAB_DIR@#$LAB_DIR#g" -e "s#@HEALTH_PORT@#$HEALTH_PORT#g" -e "s#@METRICS_PORT@#$METRICS_PORT#g" -e "s#@WEBHOOK_PORT@#$WEBHOOK_PORT#g" \
     "$HERE/kueue/config.yaml.in" >"$STATE/config.yaml"
   apply_cluster_objects
-  setsid "$BIN" --config="$STATE/config.yaml" --zap-log-level=info >"$LOG" 2>&1 </dev/null &
+  # setsid, unshare and sh all exec: the pid recorded is Kueue's own.
+  # shellcheck disable=SC2016
+  setsid unshare --mount --propagation private -- sh -c 'mount --bind "$1" "$2" && exec "$3" --config="$4" --zap-log-level=info' \
+    sh "$STATE/certs" "$METRICS_CERT_DIR" "$BIN" "$STATE/config.yaml" >"$LOG" 2>&1 </dev/null &
   echo $! >"$PIDFILE"
   wait_for "readyz on 127.0.0.1:$HEALTH_PORT" 90 ready || { cmd_down; return 1; }
   wait_for "the webhook server on 127.0.0.1:$WEBHOOK_PORT" 30 \
@@ -158,12 +154,11 @@ cmd_down() {
   if [ -f "$PIDFILE" ]; then
     local pid; pid=$(cat "$PIDFILE")
     kill -TERM "$pid" 2>/dev/null || true
-    local i; for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    local _i; for _i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
     rm -f "$PIDFILE"
   fi
   rm -f "$LAB_DIR/prometheus/scrape.d/kueue.yml"
-  unlink_metrics_certs
 }
 
 cmd_status() {
