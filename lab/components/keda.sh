@@ -153,7 +153,7 @@ cmd_status() {
   [ -n "$bad" ] || operator_ready || bad="$bad operator readyz fails;"
   [ -n "$bad" ] || apiservice_available || bad="$bad APIService $APISERVICE not Available;"
   if [ -n "$bad" ]; then bad=${bad# }; echo "keda: unhealthy (${bad%;})"; return 1; fi
-  echo "keda: healthy ($KEDA_VERSION, operator 127.0.0.1:9666, metrics apiserver 127.0.0.1:$ADAPTER_PORT, APIService Available)"
+  echo "keda: healthy ($KEDA_VERSION, operator gRPC $GRPC, metrics apiserver 127.0.0.1:$ADAPTER_PORT, APIService Available)"
 }
 
 case "${1:-}" in
