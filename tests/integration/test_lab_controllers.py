@@ -146,6 +146,12 @@ def condition(obj, ctype):
     return None
 
 
+def with_condition(obj, ctype, status=None):
+    """obj when it has condition `ctype` (with `status`, if given), else None: a wait_until predicate."""
+    c = condition(obj, ctype)
+    return obj if c and (status is None or c["status"] == status) else None
+
+
 def job_succeeded(kube, namespace, name):
     return (((job(kube, namespace, name) or {}).get("status") or {}).get("succeeded") or 0) >= 1
 
@@ -253,7 +259,7 @@ def test_kueue_admits_one_8gpu_job_and_queues_the_next(lab, kube, kueue):
         create_job(kube, gpu_job("second", ns, lq, 8, run_seconds=1))
         create_job(kube, gpu_job("too-big", ns, lq, 16, run_seconds=1))
         for name in ("second", "too-big"):
-            wl = wait_until(lambda: (lambda w: w if condition(w, "QuotaReserved") else None)(workload_of(kube, ns, name)),
+            wl = wait_until(lambda: with_condition(workload_of(kube, ns, name), "QuotaReserved"),
                             30, "Kueue to evaluate %s" % name)
             reserved = condition(wl, "QuotaReserved")
             assert reserved["status"] == "False", reserved
@@ -390,8 +396,8 @@ def test_keda_scales_0_to_n_and_back_to_0_on_a_gpu_metric(lab, kube, keda):
                     "threshold": "30", "activationThreshold": "10"}}],
             },
         })
-        so = wait_until(lambda: (lambda s: s if (condition(s, "Ready") or {}).get("status") == "True" else None)(
-            get(kube, KEDA, "ScaledObject", "worker", ns)), 30, "the ScaledObject to be Ready")
+        so = wait_until(lambda: with_condition(get(kube, KEDA, "ScaledObject", "worker", ns), "Ready", "True"),
+                        30, "the ScaledObject to be Ready")
         hpa_name = so["status"]["hpaName"]
         assert get(kube, "autoscaling/v2", "HorizontalPodAutoscaler", hpa_name, ns), "KEDA made no HPA"
         time.sleep(3)  # a few polling intervals with an idle metric: nothing scales up
