@@ -222,3 +222,82 @@ def test_two_queue_setup_converges_idempotent_and_check_mode_diff_writes_nothing
     assert queues[PREFIX + "team-a"]["local_queues"] == ["%s/%steam-a" % (NS, PREFIX)]
     assert report["cohort_tree"][0]["name"] == PREFIX + "research"
     assert sorted(report["cohort_tree"][0]["cluster_queues"]) == [PREFIX + "team-a", PREFIX + "team-b"]
+
+
+# -- the v1beta1 path, on the variant lab (make lab-variant-up: Kueue v0.14 CRDs serving only v1beta1) -------------
+
+def _variant_env():
+    env_file = Path(__file__).resolve().parents[2] / ".lab-variant" / "env"
+    values = {}
+    if env_file.exists():
+        for line in env_file.read_text().splitlines():
+            if line.startswith("export ") and "=" in line:
+                key, value = line[len("export "):].split("=", 1)
+                values[key] = value
+    return values
+
+
+def _audit_offset(path):
+    return Path(path).stat().st_size
+
+
+def _audit_writes_since(path, offset):
+    import time
+
+    time.sleep(0.5)
+    events = []
+    with open(path, encoding="utf-8") as f:
+        f.seek(offset)
+        for line in f:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("verb") in ("create", "update", "patch", "delete") and PREFIX in ev.get("requestURI", ""):
+                events.append(ev)
+    return events
+
+
+def test_v1beta1_cluster_gets_converted_objects(run_playbook):
+    variant = _variant_env()
+    if variant.get("LAB_KUEUE_API") != "v1beta1":
+        pytest.skip("the v1beta1 variant lab is not up (make lab-variant-up)")
+    from kubernetes import config, dynamic
+
+    kube = dynamic.DynamicClient(config.new_client_from_config(config_file=variant["KUBECONFIG"], context="lab-admin"))
+    ns = kube.resources.get(api_version="v1", kind="Namespace")
+    ns.server_side_apply(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+                         field_manager="itcore-setup")
+    env = {"KUBECONFIG": variant["KUBECONFIG"], "K8S_AUTH_KUBECONFIG": variant["KUBECONFIG"]}
+    extra = {"name_prefix": PREFIX, "queue_namespace": NS}
+    playbook = FILES / "two_queues.yml"
+    try:
+        first = run_playbook(playbook, extra_vars=extra, env=env)
+        assert first.rc == 0, first.explain()
+        assert first.changed == 8
+        versions = {r["api_versions"]["kueue.x-k8s.io"] for r in first.task_results("") if "api_versions" in r}
+        assert versions == {"v1beta1"}
+        cq = kube.resources.get(api_version="kueue.x-k8s.io/v1beta1", kind="ClusterQueue").get(
+            name=PREFIX + "team-a").to_dict()
+        assert cq["spec"]["cohort"] == PREFIX + "research" and "cohortName" not in cq["spec"]
+
+        offset = _audit_offset(variant["LAB_AUDIT_LOG"])
+        second = run_playbook(playbook, extra_vars=extra, env=env)
+        assert second.rc == 0 and second.changed == 0, second.explain()
+        dry = run_playbook(playbook, extra_vars=dict(extra, gpus_a=16), env=env, check=True, diff=True)
+        assert dry.rc == 0 and dry.changed == 1, dry.explain()
+        writes = _audit_writes_since(variant["LAB_AUDIT_LOG"], offset)
+        assert [e for e in writes if "dryRun=All" not in e["requestURI"]] == []
+        assert [e for e in writes if "dryRun=All" in e["requestURI"]]
+
+        info = run_playbook(play(task("info", "kueue_info", {"cohort": PREFIX + "research"})), env=env)
+        report = only_result(info, "info")
+        assert report["api_version"] == "v1beta1"
+        assert sorted(q["cohort"] for q in report["cluster_queues"]) == [PREFIX + "research"] * 2
+    finally:
+        for kind in KUEUE_KINDS:
+            res = kube.resources.get(api_version="kueue.x-k8s.io/v1beta1", kind=kind)
+            for item in res.get().items:
+                if item.metadata.name.startswith(PREFIX):
+                    res.delete(name=item.metadata.name, namespace=item.metadata.namespace)
+        ns.delete(name=NS)
