@@ -165,7 +165,7 @@ def _playbook_runner(lab: Lab):
                 "PATH": "%s:%s:%s" % (lab.dir / "bin", VENV_BIN, os.environ.get("PATH", "")),
             })
             run_env.update(env or {})
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=timeout, cwd=str(REPO))
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=timeout, cwd=str(REPO), check=False)
             report: dict[str, Any] = {}
             start = proc.stdout.find("{")
             if start >= 0:
@@ -220,8 +220,9 @@ class AuditWindow:
                     self.events.append(ev)
 
     def describe(self) -> str:
-        return "\n".join("%s %s by %s -> %s" % (e["verb"], e["requestURI"], e["user"].get("username"),
-                                              e.get("responseStatus", {}).get("code")) for e in self.events)
+        lines = ["%s %s by %s -> %s" % (e["verb"], e["requestURI"], e["user"].get("username"),
+                                        e.get("responseStatus", {}).get("code")) for e in self.events]
+        return "\n".join(lines)
 
 
 def _audit_window_factory(lab: Lab):

@@ -89,8 +89,12 @@ def test_gpu_job_runs_on_a_gpu_node_and_completes(kube, namespace):
                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                      "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04",
                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}})
-    job = wait_until(lambda: (lambda j: j if (j.status.succeeded or 0) >= 1 else None)(
-        jobs.get(namespace=namespace, name="gpu-job")), 90, "the GPU job to complete")
+
+    def succeeded():
+        j = jobs.get(namespace=namespace, name="gpu-job")
+        return j if (j.status.succeeded or 0) >= 1 else None
+
+    job = wait_until(succeeded, 90, "the GPU job to complete")
     assert job.status.succeeded == 1
     pods = kube.resources.get(api_version="v1", kind="Pod").get(namespace=namespace, label_selector="job-name=gpu-job").items
     assert pods and pods[0].spec.nodeName.startswith("gpu-h100-")
@@ -120,7 +124,12 @@ def test_dcgm_series_per_gpu_and_annotated_utilization(kube, lab, namespace):
                  "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
                  "containers": [{"name": "trainer", "image": "pytorch", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}})
     q = 'DCGM_FI_DEV_GPU_UTIL{namespace="%s",pod="busy"}' % namespace
-    busy = wait_until(lambda: (lambda r: r if len(r) == 2 else None)(promql(lab, q)), 60, "the busy pod's GPUs in Prometheus")
+
+    def both_gpus():
+        r = promql(lab, q)
+        return r if len(r) == 2 else None
+
+    busy = wait_until(both_gpus, 60, "the busy pod's GPUs in Prometheus")
     for s in busy:
         assert float(s["value"][1]) == 85.0
         assert s["metric"]["container"] == "trainer"
