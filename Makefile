@@ -90,18 +90,21 @@ integration: collection
 molecule: collection
 	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && for s in molecule/*/; do (cd $$(dirname $$s) && $(CURDIR)/$(VENV)/bin/molecule test -s $$(basename $$s)) || exit 1; done
 
-# The whole suite. The lab is brought up first (warm start when its binaries are cached) and torn down at the end.
+# The whole suite. Every stage runs even when an earlier one failed (CI shows all problems at once); the
+# labs are brought up for the integration and molecule stages (warm start when their binaries are cached) and
+# always torn down at the end. The exit status is non-zero if any stage failed.
+STAGES_BEFORE_LAB := unit sanity lint
+STAGES_ON_LAB     := integration molecule
 test: venv
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory sanity
-	@$(MAKE) --no-print-directory lint
-	@$(MAKE) --no-print-directory lab-up
-	@$(MAKE) --no-print-directory lab-variant-up
-	@status=0; \
-	  $(MAKE) --no-print-directory integration || status=1; \
-	  if [ $$status = 0 ]; then $(MAKE) --no-print-directory molecule || status=1; fi; \
-	  $(MAKE) --no-print-directory lab-variant-down; \
-	  $(MAKE) --no-print-directory lab-down; exit $$status
+	@failed=""; \
+	  for s in $(STAGES_BEFORE_LAB); do echo "=== make $$s"; $(MAKE) --no-print-directory $$s || failed="$$failed $$s"; done; \
+	  echo "=== make lab-up lab-variant-up"; \
+	  if $(MAKE) --no-print-directory lab-up && $(MAKE) --no-print-directory lab-variant-up; then \
+	    for s in $(STAGES_ON_LAB); do echo "=== make $$s"; $(MAKE) --no-print-directory $$s || failed="$$failed $$s"; done; \
+	  else failed="$$failed lab-up"; fi; \
+	  $(MAKE) --no-print-directory lab-variant-down || failed="$$failed lab-variant-down"; \
+	  $(MAKE) --no-print-directory lab-down || failed="$$failed lab-down"; \
+	  if [ -n "$$failed" ]; then echo "=== FAILED stages:$$failed"; exit 1; fi; echo "=== all stages passed"
 
 # The main job against the lab: install the operators, converge the example tenants, validate (report + table).
 demo: lab-up collection
