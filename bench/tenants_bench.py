@@ -113,7 +113,7 @@ class Runner:
         if self.rss_file.exists():
             self.rss_file.unlink()
         start = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=self.env(), cwd=str(REPO))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=self.env(), cwd=str(REPO), check=False)
         wall = time.monotonic() - start
         report = {}
         brace = proc.stdout.find("{")
@@ -145,7 +145,7 @@ class Runner:
     def kubectl(self, *args: str, stdin_file: Path | None = None, ok_codes=(0,)) -> float:
         cmd = [kubectl_bin(), "--context", "lab-admin"] + list(args)
         start = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, stdin=open(stdin_file) if stdin_file else None)
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         wall = time.monotonic() - start
         if proc.returncode not in ok_codes:
             raise RuntimeError("kubectl %s failed (rc=%s): %s" % (" ".join(args), proc.returncode, proc.stderr[-3000:]))
@@ -177,7 +177,7 @@ def wait_bench_gone(runner: Runner, timeout: float = 900) -> float:
     start = time.monotonic()
     while time.monotonic() - start < timeout:
         proc = subprocess.run([kubectl_bin(), "--context", "lab-admin", "get", "ns", "-o", "name"],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, check=False)
         if not [x for x in proc.stdout.split() if x.startswith("namespace/" + PREFIX)]:
             return round(time.monotonic() - start, 1)
         time.sleep(2)
@@ -241,11 +241,11 @@ def bench_one(n: int, runner: Runner, builders, TenantModel, do_naive: bool, do_
     print("[bench]   role offboard %s" % row["role_offboard"], flush=True)
 
     if do_kubectl:
-        row["kubectl_a"] = {"wall_s": runner.kubectl("apply", "--server-side", "--field-manager=kubectl-bench",
+        row["kubectl_a"] = {"wall_s": runner.kubectl("apply", "--server-side", "--field-manager=kubectl-bench", "--force-conflicts",
                                                      "-f", str(f_objs))}
-        row["kubectl_b"] = {"wall_s": runner.kubectl("apply", "--server-side", "--field-manager=kubectl-bench",
+        row["kubectl_b"] = {"wall_s": runner.kubectl("apply", "--server-side", "--field-manager=kubectl-bench", "--force-conflicts",
                                                      "-f", str(f_objs))}
-        row["kubectl_c"] = {"wall_s": runner.kubectl("diff", "--server-side", "--field-manager=kubectl-bench",
+        row["kubectl_c"] = {"wall_s": runner.kubectl("diff", "--server-side", "--field-manager=kubectl-bench", "--force-conflicts",
                                                      "-f", str(f_changed), ok_codes=(0, 1))}
         print("[bench]   kubectl a/b/c %s %s %s" % (row["kubectl_a"], row["kubectl_b"], row["kubectl_c"]), flush=True)
         row["cleanup_kubectl"] = cleanup(runner)

@@ -7,7 +7,6 @@ extra tenants made by these tests are prefixed ``itten-`` and removed again.
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import time
