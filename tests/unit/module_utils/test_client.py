@@ -209,8 +209,8 @@ def test_requests_through_the_installed_kubernetes_library(apiserver):
     listing = apiserver.requests[1]
     assert listing["path"].startswith("/apis/kueue.x-k8s.io/v1beta2/clusterqueues?")
     from urllib.parse import parse_qs, urlsplit
-    assert parse_qs(urlsplit(listing["path"]).query) == {"labelSelector": ["app.kubernetes.io/managed-by=gpuaas.platform"],
-                                                        "limit": ["500"]}
+    query = parse_qs(urlsplit(listing["path"]).query)
+    assert query == {"labelSelector": ["app.kubernetes.io/managed-by=gpuaas.platform"], "limit": ["500"]}
     patch = apiserver.requests[2]
     assert patch["method"] == "PATCH"
     assert "fieldManager=gpuaas.platform" in patch["path"] and "force=true" in patch["path"]
