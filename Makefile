@@ -6,8 +6,8 @@ SHELL := /bin/bash
 
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
-# ansible-core >= 2.20 needs Python >= 3.12: take the newest suitable interpreter on the machine.
-PYTHON_BOOT ?= $(shell for p in python3.13 python3.12 $$HOME/.pyenv/versions/3.13*/bin/python3 $$HOME/.pyenv/versions/3.12*/bin/python3; do command -v $$p >/dev/null 2>&1 && { $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; }; done)
+# ansible-core >= 2.20 needs Python >= 3.12: prefer 3.12 (what the suite is developed on), else any newer one.
+PYTHON_BOOT ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3; do command -v $$p >/dev/null 2>&1 && { $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; }; done)
 COLL_ROOT   := $(CURDIR)/.build
 COLL_DIR    := $(COLL_ROOT)/ansible_collections/gpuaas/platform
 LAB_ENV     := $(CURDIR)/.lab/env

@@ -113,16 +113,23 @@ cert() { # name cn org [san]
   [ -f "$LAB_PKI/$name.crt" ] && return 0
   openssl req -new -newkey rsa:2048 -nodes -keyout "$LAB_PKI/$name.key" -subj "/CN=$cn${org:+/O=$org}" -out "$LAB_PKI/$name.csr" 2>/dev/null
   local ext="$LAB_PKI/$name.ext"
-  if [ -n "$san" ]; then printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$san" >"$ext"; else printf 'extendedKeyUsage=clientAuth\n' >"$ext"; fi
+  # Extensions as RFC 5280 wants them: Python >= 3.13 verifies TLS with X509_STRICT (AKI on leaves, keyUsage on CAs).
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nauthorityKeyIdentifier=keyid,issuer\nsubjectKeyIdentifier=hash\n' >"$ext"
+  if [ -n "$san" ]; then printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$san" >>"$ext"; else printf 'extendedKeyUsage=clientAuth\n' >>"$ext"; fi
   local ca=ca; [ "$name" = front-proxy-client ] && ca=front-proxy-ca
   openssl x509 -req -in "$LAB_PKI/$name.csr" -CA "$LAB_PKI/$ca.crt" -CAkey "$LAB_PKI/$ca.key" -CAcreateserial -days 3650 -extfile "$ext" -out "$LAB_PKI/$name.crt" 2>/dev/null
   rm -f "$LAB_PKI/$name.csr" "$ext"
 }
 
 make_pki() {
+  if [ -f "$LAB_PKI/ca.crt" ] && ! openssl x509 -in "$LAB_PKI/ca.crt" -noout -text | grep -q "Key Usage"; then
+    rm -rf "$LAB_PKI"  # made by an older lab.sh without the extensions strict TLS clients need
+  fi
   mkdir -p "$LAB_PKI"
   local ca; for ca in ca front-proxy-ca; do
-    [ -f "$LAB_PKI/$ca.crt" ] || openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=gpuaas-lab-$ca" -keyout "$LAB_PKI/$ca.key" -out "$LAB_PKI/$ca.crt" 2>/dev/null
+    [ -f "$LAB_PKI/$ca.crt" ] || openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=gpuaas-lab-$ca" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+      -addext "subjectKeyIdentifier=hash" -keyout "$LAB_PKI/$ca.key" -out "$LAB_PKI/$ca.crt" 2>/dev/null
   done
   cert apiserver kube-apiserver "" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1"
   cert admin lab-admin system:masters

@@ -67,7 +67,7 @@ make_certs() {
   [ -f "$CERTS/tls.crt" ] && return 0
   local ext="$CERTS/ext.cnf" san="IP:127.0.0.1,DNS:localhost"
   local s; for s in keda-operator keda-metrics-apiserver; do san="$san,DNS:$s,DNS:$s.keda,DNS:$s.keda.svc,DNS:$s.keda.svc.cluster.local"; done
-  printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$san" >"$ext"
+  printf 'subjectAltName=%s\nauthorityKeyIdentifier=keyid,issuer\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n' "$san" >"$ext"
   openssl req -new -newkey rsa:2048 -nodes -keyout "$CERTS/tls.key" -subj "/CN=keda.lab" -out "$CERTS/tls.csr" 2>/dev/null
   openssl x509 -req -in "$CERTS/tls.csr" -CA "$LAB_PKI/ca.crt" -CAkey "$LAB_PKI/ca.key" -CAcreateserial \
     -CAserial "$CERTS/ca.srl" -days 3650 -extfile "$ext" -out "$CERTS/tls.crt" 2>/dev/null

@@ -53,7 +53,7 @@ make_certs() {
   mkdir -p "$STATE/certs"
   [ -f "$STATE/certs/tls.crt" ] && return 0
   local ext="$STATE/certs/ext.cnf"
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kueue-webhook-service.kueue-system.svc\nextendedKeyUsage=serverAuth\n' >"$ext"
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kueue-webhook-service.kueue-system.svc\nauthorityKeyIdentifier=keyid,issuer\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$ext"
   openssl req -new -newkey rsa:2048 -nodes -keyout "$STATE/certs/tls.key" -subj "/CN=kueue.lab" -out "$STATE/certs/tls.csr" 2>/dev/null
   openssl x509 -req -in "$STATE/certs/tls.csr" -CA "$LAB_PKI/ca.crt" -CAkey "$LAB_PKI/ca.key" -CAcreateserial \
     -CAserial "$STATE/certs/ca.srl" -days 3650 -extfile "$ext" -out "$STATE/certs/tls.crt" 2>/dev/null
