@@ -28,6 +28,7 @@ import time
 import typing as t
 
 from kubernetes import config
+from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
@@ -53,6 +54,16 @@ def operator_namespace(client: DynamicClient) -> str:
     return "gpu-operator"
 
 
+def guarded(call: t.Callable[..., t.Any], **kwargs: t.Any) -> int:
+    """One object's failure (deleted meanwhile, namespace terminating) must not stop the others."""
+    try:
+        call(**kwargs)
+        return 1
+    except ApiException as exc:
+        LOG.warning("status update failed: %s %s", exc.status, exc.reason)
+        return 0
+
+
 def pass_once(client: DynamicClient) -> int:
     actions = 0
     client.resources.invalidate_cache()
@@ -65,16 +76,14 @@ def pass_once(client: DynamicClient) -> int:
                                  "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled",
                                                  "message": "simulated by the gpuaas lab GPU Operator simulator",
                                                  "lastTransitionTime": now()}]}
-                policies.status.replace(body=obj)
-                actions += 1
+                actions += guarded(policies.status.replace, body=obj)
     drivers = resource(client, "nvidia.com/v1alpha1", "NVIDIADriver")
     if drivers is not None:
         for obj in drivers.get().to_dict()["items"]:
             if (obj.get("status") or {}).get("state") != "ready":
                 LOG.info("NVIDIADriver %s -> ready", obj["metadata"]["name"])
                 obj["status"] = {"state": "ready"}
-                drivers.status.replace(body=obj)
-                actions += 1
+                actions += guarded(drivers.status.replace, body=obj)
     for api_version, kind in NFD_APIS:
         nfds = resource(client, api_version, kind)
         if nfds is None:
@@ -89,9 +98,8 @@ def pass_once(client: DynamicClient) -> int:
                  "message": "simulated by the gpuaas lab GPU Operator simulator"},
                 {"type": "Degraded", "status": "False", "reason": "Simulated", "lastTransitionTime": now(),
                  "message": ""}]}}
-            nfds.status.patch(body=body, name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"),
-                              content_type="application/merge-patch+json")
-            actions += 1
+            actions += guarded(nfds.status.patch, body=body, name=obj["metadata"]["name"],
+                               namespace=obj["metadata"].get("namespace"), content_type="application/merge-patch+json")
     return actions
 
 

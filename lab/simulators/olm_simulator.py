@@ -40,6 +40,7 @@ import typing as t
 
 import yaml
 from kubernetes import config
+from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
@@ -157,10 +158,20 @@ class Simulator:
     def pass_once(self) -> int:
         actions = 0
         for sub in self.subs.get().to_dict()["items"]:
-            actions += self.reconcile_subscription(sub)
+            actions += self.guarded(self.reconcile_subscription, sub)
         for plan in self.plans.get().to_dict()["items"]:
-            actions += self.reconcile_plan(plan)
+            actions += self.guarded(self.reconcile_plan, plan)
         return actions
+
+    @staticmethod
+    def guarded(func: t.Callable[[t.Dict[str, t.Any]], int], obj: t.Dict[str, t.Any]) -> int:
+        """One object's failure (e.g. its namespace is terminating) must not stop the others."""
+        try:
+            return func(obj)
+        except ApiException as exc:
+            LOG.warning("%s %s/%s: %s %s", obj.get("kind"), obj["metadata"].get("namespace"), obj["metadata"]["name"],
+                        exc.status, exc.reason)
+            return 0
 
     def reconcile_subscription(self, sub: t.Dict[str, t.Any]) -> int:
         status = sub.get("status") or {}
@@ -179,8 +190,7 @@ class Simulator:
         plan = {
             "apiVersion": OLM, "kind": "InstallPlan",
             "metadata": {"name": plan_name, "namespace": meta["namespace"],
-                         "labels": {SIM_LABEL: SIM_VALUE,
-                                    "operators.coreos.com/%s.%s" % (sub["spec"]["name"], meta["namespace"]): ""},
+                         "labels": {SIM_LABEL: SIM_VALUE},
                          "ownerReferences": [{"apiVersion": OLM, "kind": "Subscription", "name": meta["name"],
                                               "uid": meta["uid"]}]},
             "spec": {"approval": approval, "approved": approval == "Automatic",

@@ -324,7 +324,7 @@ class OlmOperator:
         plans = self.res(OLM_V1ALPHA1, "InstallPlan")
         try:
             self.client.request("PATCH", plans.path(meta["name"], meta["namespace"]),
-                                body='{"spec": {"approved": true}}', content_type="application/merge-patch+json")
+                                body={"spec": {"approved": True}}, content_type="application/merge-patch+json")
         except ApiException as exc:
             raise translate_api_exception(exc, "approve", "InstallPlan %s/%s" % (meta["namespace"], meta["name"]))
         self.changed = True
@@ -347,9 +347,10 @@ class OlmOperator:
             self.delete(subs, self.sub_name, ns, "Subscription")
         if p["starting_csv"]:
             csv_names.add(p["starting_csv"])
-        label = "operators.coreos.com/%s.%s" % (p["package"], ns)
-        for csv in csvs.list(namespace=ns, label_selector=label):
-            csv_names.add(csv["metadata"]["name"])
+        label = "%s.%s" % (p["package"], ns)
+        if len(label) <= 63:  # OLM's operator label; longer names are not valid label keys
+            for csv in csvs.list(namespace=ns, label_selector="operators.coreos.com/" + label):
+                csv_names.add(csv["metadata"]["name"])
         for name in sorted(csv_names):
             self.delete(csvs, name, ns, "ClusterServiceVersion")
         if p["operator_group"]:

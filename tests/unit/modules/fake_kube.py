@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
@@ -91,7 +90,8 @@ class FakeKube:
         if method == "PATCH" and content_type == "application/merge-patch+json":
             api_version, kind, ns, name = path.split("|")
             key = (kind, ns or None, name)
-            patch = json.loads(body)
+            assert isinstance(body, dict), "a merge patch body is a dict (the client encodes it)"
+            patch = body
             self.objects[key].setdefault("spec", {}).update(patch["spec"])
             self.on_write(kind, self.objects[key])
             return copy.deepcopy(self.objects[key])

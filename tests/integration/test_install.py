@@ -1,0 +1,446 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/install.yml against the real lab (issue 6).
+
+- platform detection (read-only);
+- the Helm path with the real upstream charts from local chart directories (no network), second run
+  changed=0, check mode writes nothing, uninstall;
+- the uninstall guard with a really busy ClusterQueue (the lab's real Kueue admits the Job);
+- the OLM path (gpuaas_platform forced to openshift) with the lab's OLM and GPU Operator simulators.
+
+Everything is created under the prefix ``itest-install`` and removed at the end. The charts are installed
+next to the lab's own Kueue/KEDA with the lab post-renderer, which drops the charts' CRDs, webhook
+configurations and APIServices: their pods only run on fake nodes and must never intercept anyone's requests.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+REPO = Path(__file__).resolve().parents[2]
+INSTALL = REPO / "playbooks" / "install.yml"
+POST_RENDERER = REPO / "tests" / "integration" / "files" / "install" / "lab_post_renderer.sh"
+PREFIX = "itest-install"
+OLM = "operators.coreos.com/v1alpha1"
+SIM_LABEL = "lab.gpuaas.io/simulated-by"
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def lab_env(lab) -> dict:
+    env = dict(os.environ)
+    env.update({"KUBECONFIG": lab.kubeconfig, "PATH": "%s:%s:%s" % (lab.dir / "bin", REPO / ".venv" / "bin",
+                                                                   os.environ.get("PATH", ""))})
+    return env
+
+
+def charts_dir(lab) -> Path:
+    """The lab's upstream charts (lab/build/charts.sh output); built into a temp dir when the lab has none."""
+    candidates = [lab.dir / "charts"] + [Path(p) for p in sorted(
+        glob.glob(os.path.expanduser("~/.cache/gpuaas-lab/charts-*/share/charts")), key=os.path.getmtime, reverse=True)]
+    for cand in candidates:
+        if all((cand / name / "Chart.yaml").exists() for name in ("gpu-operator", "kueue", "keda")):
+            return cand
+    out = Path(tempfile.mkdtemp(prefix="gpuaas-charts-"))
+    env = dict(os.environ, OUT=str(out))
+    for line in (REPO / "lab" / "versions.env").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            key, value = line.split("=", 1)
+            env[key] = value
+    subprocess.run(["bash", str(REPO / "lab" / "build" / "charts.sh")], check=True, env=env, capture_output=True)
+    return out / "share" / "charts"
+
+
+def olm_bundles(charts: Path) -> Path:
+    return charts.resolve().parent / "olm-bundles"
+
+
+def helm_releases(lab) -> dict:
+    out = subprocess.run(["helm", "list", "-A", "-o", "json"], capture_output=True, text=True, env=lab_env(lab),
+                         check=True)
+    return {r["name"]: r for r in json.loads(out.stdout or "[]")}
+
+
+def get(kube, api_version, kind, name, namespace=None):
+    try:
+        return kube.resources.get(api_version=api_version, kind=kind).get(name=name, namespace=namespace).to_dict()
+    except (NotFoundError, ResourceNotFoundError):
+        return None
+
+
+def items(kube, api_version, kind, namespace=None, label_selector=None):
+    try:
+        res = kube.resources.get(api_version=api_version, kind=kind)
+    except ResourceNotFoundError:
+        return []
+    return res.get(namespace=namespace, label_selector=label_selector).to_dict()["items"]
+
+
+def delete_namespaces(kube, names):
+    ns_api = kube.resources.get(api_version="v1", kind="Namespace")
+    for name in names:
+        try:
+            ns_api.delete(name=name)
+        except NotFoundError:
+            pass
+
+
+def release_hooks_left(kube, release_prefix):
+    """Cluster-wide admission/aggregation objects that belong to one of our releases (must be none)."""
+    left = []
+    for api_version, kind in (("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
+                              ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
+                              ("apiregistration.k8s.io/v1", "APIService")):
+        for obj in items(kube, api_version, kind):
+            annotations = obj["metadata"].get("annotations") or {}
+            if str(annotations.get("meta.helm.sh/release-name", "")).startswith(release_prefix):
+                left.append("%s %s" % (kind, obj["metadata"]["name"]))
+    return left
+
+
+def our_writes(window) -> list:
+    """Writes in an audit window that this module's playbook runs could have made.
+
+    Other engineers' tests write to the shared lab at the same time as the lab admin; keep the events on
+    our prefixed objects, the fixed cluster-scoped names the install roles manage, nodes, and anything Helm did.
+    """
+    fixed = {("clusterpolicies", "cluster-policy"), ("kueues", "cluster"), ("clusterpolicies", POLICY)}
+    out = []
+    for ev in window.events:
+        ref = ev.get("objectRef") or {}
+        if (str(ref.get("namespace", "")).startswith(PREFIX) or str(ref.get("name", "")).startswith(PREFIX)
+                or (ref.get("resource"), ref.get("name")) in fixed or ref.get("resource") == "nodes"
+                or str(ev.get("userAgent", "")).lower().startswith("helm")):
+            out.append(ev)
+    return out
+
+
+def describe(events) -> str:
+    return "\n".join("%s %s by %s (%s)" % (e["verb"], e["requestURI"], e["user"].get("username"), e.get("userAgent"))
+                     for e in events)
+
+
+class Simulator:
+    """A lab simulator run in loop mode for the duration of a test (stopped by its own pid).
+
+    It uses the lab's tools identity when there is one (its writes are the lab's, not the code under test's).
+    """
+
+    def __init__(self, lab, script, *args):
+        tools = lab.dir / "lab-tools.kubeconfig"
+        self.log = tempfile.NamedTemporaryFile(prefix="itest-install-%s-" % script, suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            [str(REPO / ".venv" / "bin" / "python"), str(REPO / "lab" / "simulators" / script),
+             "--kubeconfig", str(tools) if tools.exists() else lab.kubeconfig, "--interval", "1", *args],
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    def tail(self) -> str:
+        self.log.flush()
+        with open(self.log.name, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-40:])
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        os.unlink(self.log.name)
+
+
+# ---------------------------------------------------------------------------------------------- detection
+def test_platform_detection_matches_the_lab(lab, run_playbook):
+    run = run_playbook("""
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Detect
+      gpuaas.platform.platform_info:
+      register: info
+    - name: Detect forced
+      gpuaas.platform.platform_info:
+        platform: openshift
+""")
+    assert run.rc == 0, run.explain()
+    info = run.task_results("Detect")[0]
+    assert info["detected_platform"] == ("openshift" if lab.flavor == "openshift" else "kubernetes")
+    assert info["platform"] == info["detected_platform"]
+    assert info["kubernetes_version"].startswith("v1.35")
+    assert info["olm"] is True and info["prometheus_operator"] is True
+    assert info["gpu_operator"] is True and info["keda"] is True
+    assert info["kueue_api_version"] == lab.kueue_api
+    assert info["changed"] is False
+    forced = run.task_results("Detect forced")[0]
+    assert forced["platform"] == "openshift" and forced["detected_platform"] == info["detected_platform"]
+
+
+# ---------------------------------------------------------------------------------------------- Helm path
+HELM_NS = {"gpu": PREFIX + "-gpu-operator", "kueue": PREFIX + "-kueue", "keda": PREFIX + "-keda"}
+
+
+def helm_vars(lab, charts: Path, **extra) -> dict:
+    values = {
+        "gpuaas_platform": "kubernetes",
+        "gpuaas_install_wait_timeout": 240,
+        "gpuaas_charts_dir": str(charts),
+        "gpuaas_helm_post_renderer": str(POST_RENDERER),
+        "gpuaas_force_uninstall": True,  # other tests may hold admitted workloads meanwhile
+        "gpuaas_flavors": [{"name": "h100", "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}],
+        "gpuaas_gpu_operator_namespace": HELM_NS["gpu"],
+        "gpuaas_gpu_operator_helm_release": PREFIX + "-gpu-operator",
+        "gpuaas_gpu_operator_driver_enabled": False,
+        "gpuaas_gpu_operator_mig_strategy": "mixed",
+        "gpuaas_gpu_operator_time_slicing": [{"flavor": "h100", "replicas": 2}],
+        "gpuaas_gpu_operator_label_nodes": False,  # the lab's nodes are shared
+        "gpuaas_gpu_operator_nfd_enabled": False,
+        "gpuaas_kueue_namespace": HELM_NS["kueue"],
+        "gpuaas_kueue_helm_release": PREFIX + "-kueue",
+        "gpuaas_kueue_integrations": ["batch/job", "ray.io/rayjob"],
+        "gpuaas_keda_namespace": HELM_NS["keda"],
+        "gpuaas_keda_helm_release": PREFIX + "-keda",
+        "gpuaas_keda_watch_namespaces": [PREFIX + "-serve"],
+        "gpuaas_keda_helm_values": {"crds": {"install": False}, "webhooks": {"enabled": False}},
+    }
+    values.update(extra)
+    return values
+
+
+@pytest.fixture
+def helm_cleanup(lab, kube):
+    yield
+    env = lab_env(lab)
+    for name, ns in ((PREFIX + "-gpu-operator", HELM_NS["gpu"]), (PREFIX + "-kueue", HELM_NS["kueue"]),
+                     (PREFIX + "-keda", HELM_NS["keda"])):
+        subprocess.run(["helm", "uninstall", name, "-n", ns, "--wait", "--timeout", "120s"], env=env,
+                       capture_output=True, check=False)
+    delete_namespaces(kube, list(HELM_NS.values()) + [PREFIX + "-serve"])
+    assert release_hooks_left(kube, PREFIX) == []
+
+
+def test_helm_path_from_local_charts(lab, kube, run_playbook, audit_writes, helm_cleanup):
+    charts = charts_dir(lab)
+    sim = Simulator(lab, "gpu_operator_simulator.py")
+    try:
+        first = run_playbook(INSTALL, extra_vars=helm_vars(lab, charts), timeout=900)
+        assert first.rc == 0, first.explain()
+        assert first.changed > 0
+        second = run_playbook(INSTALL, extra_vars=helm_vars(lab, charts), timeout=900)
+        assert second.rc == 0, second.explain()
+        assert second.changed == 0, second.explain()
+        with audit_writes() as window:
+            check = run_playbook(INSTALL, extra_vars=helm_vars(lab, charts), check=True, timeout=900)
+        assert check.rc == 0, check.explain()
+        assert our_writes(window) == [], describe(our_writes(window))
+    finally:
+        sim.stop()
+
+    releases = helm_releases(lab)
+    for name in (PREFIX + "-gpu-operator", PREFIX + "-kueue", PREFIX + "-keda"):
+        assert releases[name]["status"] == "deployed", releases.get(name)
+    # the charts' cluster-wide hooks were never created
+    assert release_hooks_left(kube, PREFIX) == []
+
+    # GPU Operator: the chart's ClusterPolicy carries the inventory settings and is ready (simulator)
+    policy = get(kube, "nvidia.com/v1", "ClusterPolicy", "cluster-policy")
+    assert policy["spec"]["driver"]["enabled"] is False
+    assert policy["spec"]["mig"]["strategy"] == "mixed"
+    assert policy["spec"]["devicePlugin"]["config"]["name"] == "gpuaas-device-plugin-config"
+    assert policy["status"]["state"] == "ready"
+    plugin_cm = get(kube, "v1", "ConfigMap", "gpuaas-device-plugin-config", HELM_NS["gpu"])
+    h100 = yaml.safe_load(plugin_cm["data"]["h100"])
+    assert h100["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 2}]
+    assert h100["flags"]["migStrategy"] == "mixed"
+
+    # Kueue: the generated Configuration
+    cms = [c for c in items(kube, "v1", "ConfigMap", HELM_NS["kueue"])
+           if "controller_manager_config.yaml" in (c.get("data") or {})]
+    assert len(cms) == 1, [c["metadata"]["name"] for c in cms]
+    config = yaml.safe_load(cms[0]["data"]["controller_manager_config.yaml"])
+    assert config["integrations"]["frameworks"] == ["batch/job", "ray.io/rayjob"]
+    assert config["fairSharing"]["preemptionStrategies"]
+    assert config["metrics"]["enableClusterQueueResources"] is True
+    deployments = {d["metadata"]["name"]: d for d in items(kube, "apps/v1", "Deployment", HELM_NS["kueue"])}
+    assert any(d["status"].get("availableReplicas") for d in deployments.values()), list(deployments)
+
+    # KEDA: watches only the inventory's namespaces
+    keda_ops = [d for d in items(kube, "apps/v1", "Deployment", HELM_NS["keda"])
+                if d["metadata"]["name"].endswith("keda-operator") or d["metadata"]["name"] == "keda-operator"]
+    assert keda_ops, [d["metadata"]["name"] for d in items(kube, "apps/v1", "Deployment", HELM_NS["keda"])]
+    env = {e["name"]: e.get("value") for e in keda_ops[0]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["WATCH_NAMESPACE"] == PREFIX + "-serve"
+
+    # uninstall: releases, ClusterPolicy and the device plugin ConfigMap are gone
+    gone = run_playbook(INSTALL, extra_vars=helm_vars(lab, charts, gpuaas_install_state="absent"), timeout=900)
+    assert gone.rc == 0, gone.explain()
+    releases = helm_releases(lab)
+    assert not [n for n in releases if n.startswith(PREFIX)], list(releases)
+    assert get(kube, "nvidia.com/v1", "ClusterPolicy", "cluster-policy") is None
+    assert get(kube, "v1", "ConfigMap", "gpuaas-device-plugin-config", HELM_NS["gpu"]) is None
+
+
+# ---------------------------------------------------------------------------------------------- uninstall guard
+BUSY_NS = PREFIX + "-busy"
+
+
+@pytest.fixture
+def busy_cluster_queue(lab, kube):
+    kv = "kueue.x-k8s.io/%s" % lab.kueue_api
+    created = []
+
+    def create(api_version, kind, body):
+        res = kube.resources.get(api_version=api_version, kind=kind)
+        res.create(body=body, namespace=body["metadata"].get("namespace"))
+        created.append((api_version, kind, body["metadata"]["name"], body["metadata"].get("namespace")))
+
+    create("v1", "Namespace", {"metadata": {"name": BUSY_NS}})
+    create(kv, "ResourceFlavor", {"apiVersion": kv, "kind": "ResourceFlavor", "metadata": {"name": BUSY_NS}})
+    cq_spec = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": BUSY_NS}},
+               "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                   {"name": BUSY_NS, "resources": [{"name": "cpu", "nominalQuota": "1"}]}]}]}
+    create(kv, "ClusterQueue", {"apiVersion": kv, "kind": "ClusterQueue", "metadata": {"name": BUSY_NS},
+                                "spec": cq_spec})
+    create(kv, "LocalQueue", {"apiVersion": kv, "kind": "LocalQueue",
+                              "metadata": {"name": "lq", "namespace": BUSY_NS}, "spec": {"clusterQueue": BUSY_NS}})
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "busy", "namespace": BUSY_NS, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+           "spec": {"suspend": True, "template": {
+               "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "900s"}},
+               "spec": {"restartPolicy": "Never", "containers": [
+                   {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}]}}}}
+    create("batch/v1", "Job", job)
+    deadline = time.time() + 90
+    cq = None
+    while time.time() < deadline:
+        cq = get(kube, kv, "ClusterQueue", BUSY_NS)
+        if (cq.get("status") or {}).get("admittedWorkloads", 0) >= 1:
+            break
+        time.sleep(1)
+    assert (cq.get("status") or {}).get("admittedWorkloads", 0) >= 1, cq.get("status")
+    yield BUSY_NS
+    for api_version, kind, name, ns in reversed(created):
+        res = kube.resources.get(api_version=api_version, kind=kind)
+        try:
+            res.delete(name=name, namespace=ns, body={"propagationPolicy": "Background"})
+        except NotFoundError:
+            pass
+
+
+def test_uninstall_refuses_while_workloads_are_admitted(lab, run_playbook, audit_writes, busy_cluster_queue):
+    extra = {"gpuaas_platform": "kubernetes", "gpuaas_install_state": "absent",
+             "gpuaas_kueue_namespace": PREFIX + "-kueue", "gpuaas_kueue_helm_release": PREFIX + "-kueue"}
+    with audit_writes() as window:
+        run = run_playbook(INSTALL, extra_vars=extra)
+    assert run.rc != 0, run.explain()
+    assert "still hold admitted workloads" in run.stdout and busy_cluster_queue in run.stdout, run.explain()
+    assert our_writes(window) == [], describe(our_writes(window))  # refused before removing anything
+
+
+# ---------------------------------------------------------------------------------------------- OLM path
+OLM_NS = {"nfd": PREFIX + "-olm-nfd", "gpu": PREFIX + "-olm-gpu", "kueue": PREFIX + "-olm-kueue",
+          "cert": PREFIX + "-olm-cert-manager", "keda": PREFIX + "-olm-keda"}
+POLICY = PREFIX + "-gpu-cluster-policy"
+
+
+def olm_vars(starting_csv: str, **extra) -> dict:
+    values = {
+        "gpuaas_platform": "openshift",
+        "gpuaas_install_wait_timeout": 120,
+        "gpuaas_force_uninstall": True,
+        "gpuaas_nfd_namespace": OLM_NS["nfd"],
+        "gpuaas_gpu_operator_namespace": OLM_NS["gpu"],
+        "gpuaas_gpu_operator_cluster_policy_name": POLICY,
+        "gpuaas_gpu_operator_olm_starting_csv": starting_csv,
+        "gpuaas_gpu_operator_olm_install_plan_approval": "Manual",
+        "gpuaas_gpu_operator_driver_enabled": False,
+        "gpuaas_gpu_operator_cluster_policy_overrides": {"dcgm": {"enabled": False}},
+        "gpuaas_kueue_namespace": OLM_NS["kueue"],
+        "gpuaas_kueue_integrations": ["batch/job", "kubeflow.org/pytorchjob"],
+        "gpuaas_cert_manager_namespace": OLM_NS["cert"],
+        "gpuaas_keda_namespace": OLM_NS["keda"],
+        "gpuaas_keda_watch_namespaces": [PREFIX + "-serve"],
+    }
+    values.update(extra)
+    return values
+
+
+def test_olm_path_with_the_lab_simulators(lab, kube, run_playbook, audit_writes):
+    charts = charts_dir(lab)
+    bundle = next(iter(glob.glob(str(olm_bundles(charts) / "gpu-operator-certified" / "*.yaml"))))
+    with open(bundle, encoding="utf-8") as handle:
+        starting_csv = yaml.safe_load(handle)["metadata"]["name"]
+    crds_before = {c["metadata"]["name"] for c in items(kube, "apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                                                         label_selector=SIM_LABEL)}
+    sims = [Simulator(lab, "olm_simulator.py", "--bundle-dir", str(olm_bundles(charts))),
+            Simulator(lab, "gpu_operator_simulator.py")]
+    try:
+        first = run_playbook(INSTALL, extra_vars=olm_vars(starting_csv), timeout=900)
+        assert first.rc == 0, first.explain() + "\n--- simulators ---\n" + "".join(sim.tail() for sim in sims)
+        second = run_playbook(INSTALL, extra_vars=olm_vars(starting_csv), timeout=900)
+        assert second.rc == 0, second.explain()
+        assert second.changed == 0, second.explain()
+        with audit_writes() as window:
+            check = run_playbook(INSTALL, extra_vars=olm_vars(starting_csv), check=True, timeout=900)
+        assert check.rc == 0, check.explain()
+        assert our_writes(window) == [], describe(our_writes(window))
+
+        # the GPU Operator: Manual approval of exactly the pinned CSV, which succeeded
+        sub = get(kube, OLM, "Subscription", "gpu-operator-certified", OLM_NS["gpu"])
+        assert sub["spec"]["startingCSV"] == starting_csv and sub["spec"]["installPlanApproval"] == "Manual"
+        assert sub["spec"]["source"] == "certified-operators"
+        plan = get(kube, OLM, "InstallPlan", sub["status"]["installPlanRef"]["name"], OLM_NS["gpu"])
+        assert plan["spec"]["approved"] is True and plan["spec"]["clusterServiceVersionNames"] == [starting_csv]
+        assert get(kube, OLM, "ClusterServiceVersion", starting_csv, OLM_NS["gpu"])["status"]["phase"] == "Succeeded"
+        og = get(kube, "operators.coreos.com/v1", "OperatorGroup", OLM_NS["gpu"], OLM_NS["gpu"])
+        assert og["spec"]["targetNamespaces"] == [OLM_NS["gpu"]]
+        # ClusterPolicy = the bundle's alm-examples + inventory settings + overrides
+        policy = get(kube, "nvidia.com/v1", "ClusterPolicy", POLICY)
+        with open(bundle, encoding="utf-8") as handle:
+            example = next(e for e in json.loads(yaml.safe_load(handle)["metadata"]["annotations"]["alm-examples"])
+                           if e["kind"] == "ClusterPolicy")
+        assert policy["spec"]["operator"]["defaultRuntime"] == example["spec"]["operator"]["defaultRuntime"]
+        assert policy["spec"]["driver"]["enabled"] is False
+        assert policy["spec"]["dcgm"]["enabled"] is False
+        assert policy["status"]["state"] == "ready"
+        nfd = get(kube, "nfd.openshift.io/v1", "NodeFeatureDiscovery", "nfd-instance", OLM_NS["nfd"])
+        assert any(c["type"] == "Available" and c["status"] == "True" for c in nfd["status"]["conditions"])
+        # Kueue (with its cert-manager prerequisite) and KEDA
+        assert get(kube, OLM, "Subscription", "openshift-cert-manager-operator", OLM_NS["cert"]) is not None
+        kueue = get(kube, "kueue.openshift.io/v1", "Kueue", "cluster")
+        assert kueue["spec"]["config"]["integrations"]["frameworks"] == ["BatchJob", "PyTorchJob"]
+        assert kueue["spec"]["config"]["preemption"]["preemptionPolicy"] == "FairSharing"
+        keda = get(kube, "keda.sh/v1alpha1", "KedaController", "keda", OLM_NS["keda"])
+        assert keda["spec"]["watchNamespace"] == PREFIX + "-serve"
+
+        gone = run_playbook(INSTALL, extra_vars=olm_vars(starting_csv, gpuaas_install_state="absent"), timeout=900)
+        assert gone.rc == 0, gone.explain()
+        for key, package in (("gpu", "gpu-operator-certified"), ("nfd", "nfd"), ("kueue", "kueue-operator"),
+                             ("keda", "openshift-custom-metrics-autoscaler-operator")):
+            assert get(kube, OLM, "Subscription", package, OLM_NS[key]) is None, package
+            assert items(kube, OLM, "ClusterServiceVersion", OLM_NS[key]) == [], package
+        assert get(kube, "nvidia.com/v1", "ClusterPolicy", POLICY) is None
+        assert get(kube, "kueue.openshift.io/v1", "Kueue", "cluster") is None
+        assert get(kube, "keda.sh/v1alpha1", "KedaController", "keda", OLM_NS["keda"]) is None
+    finally:
+        for sim in sims:
+            sim.stop()
+        for api_version, kind, name, ns in (("nvidia.com/v1", "ClusterPolicy", POLICY, None),
+                                            ("kueue.openshift.io/v1", "Kueue", "cluster", None)):
+            try:
+                kube.resources.get(api_version=api_version, kind=kind).delete(name=name, namespace=ns)
+            except (NotFoundError, ResourceNotFoundError):
+                pass
+        delete_namespaces(kube, list(OLM_NS.values()) + [PREFIX + "-serve"])
+        crd_api = kube.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+        for crd in items(kube, "apiextensions.k8s.io/v1", "CustomResourceDefinition", label_selector=SIM_LABEL):
+            if crd["metadata"]["name"] not in crds_before:
+                crd_api.delete(name=crd["metadata"]["name"])
