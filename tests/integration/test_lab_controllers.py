@@ -85,18 +85,26 @@ def delete_quietly(kube, api_version, kind, name, namespace=None):
         pass
 
 
-def remove_namespaces(kube, names, timeout=90):
-    for name in names:
+def cleanup(kube, namespaces=(), cluster_objects=(), timeout=180):
+    """Delete the test's namespaces, then its cluster-scoped objects (ClusterQueues keep a finalizer while
+    they have workloads, so they go after the namespaces), and wait for all to be gone. Every delete is
+    issued even when an earlier wait times out (a busy namespace controller), so nothing is left behind."""
+    for name in namespaces:
         delete_quietly(kube, "v1", "Namespace", name)
-    wait_until(lambda: all(get(kube, "v1", "Namespace", n) is None for n in names), timeout,
-               "namespaces %s to be gone" % names)
-
-
-def remove_cluster_objects(kube, objs, timeout=60):
-    """ClusterQueues keep a finalizer while they have workloads: delete after the namespaces are gone."""
-    for api_version, kind, name in objs:
+    errors = []
+    try:
+        wait_until(lambda: all(get(kube, "v1", "Namespace", n) is None for n in namespaces), timeout,
+                   "namespaces %s to be gone" % list(namespaces))
+    except AssertionError as e:
+        errors.append(str(e))
+    for api_version, kind, name in cluster_objects:
         delete_quietly(kube, api_version, kind, name)
-    wait_until(lambda: all(get(kube, a, k, n) is None for a, k, n in objs), timeout, "%s to be gone" % objs)
+    try:
+        wait_until(lambda: all(get(kube, a, k, n) is None for a, k, n in cluster_objects), 60,
+                   "%s to be gone" % list(cluster_objects))
+    except AssertionError as e:
+        errors.append(str(e))
+    assert not errors, errors
 
 
 def make_namespace(kube, name):
@@ -209,7 +217,7 @@ def kueue(lab, kube):
                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
     })
     yield flavor
-    remove_cluster_objects(kube, [(KUEUE, "ResourceFlavor", flavor)])
+    cleanup(kube, cluster_objects=[(KUEUE, "ResourceFlavor", flavor)])
 
 
 def cluster_queue(name, flavor, nominal, namespace_selector, cohort=None):
@@ -288,8 +296,7 @@ def test_kueue_admits_one_8gpu_job_and_queues_the_next(lab, kube, kueue):
                            30, "Kueue's nominal quota metric in Prometheus")
         assert float(quota[0]["value"][1]) == 8
     finally:
-        remove_namespaces(kube, [ns])
-        remove_cluster_objects(kube, [(KUEUE, "ClusterQueue", cq)])
+        cleanup(kube, [ns], [(KUEUE, "ClusterQueue", cq)])
 
 
 def test_kueue_borrowing_and_reclaim_within_cohort(lab, kube, kueue):
@@ -353,8 +360,7 @@ def test_kueue_borrowing_and_reclaim_within_cohort(lab, kube, kueue):
                    and cq_usage(kube, cq_b, kueue) == {"total": "8", "borrowed": "0"},
                    30, "each ClusterQueue to use exactly its nominal 8 GPUs")
     finally:
-        remove_namespaces(kube, [ns_a, ns_b])
-        remove_cluster_objects(kube, [(KUEUE, "ClusterQueue", cq_a), (KUEUE, "ClusterQueue", cq_b)])
+        cleanup(kube, [ns_a, ns_b], [(KUEUE, "ClusterQueue", cq_a), (KUEUE, "ClusterQueue", cq_b)])
 
 
 # ---------------------------------------------------------------------------------------------- KEDA
@@ -432,4 +438,4 @@ def test_keda_scales_0_to_n_and_back_to_0_on_a_gpu_metric(lab, kube, keda):
                    60, "the Deployment to scale back to 0")
         assert (condition(get(kube, KEDA, "ScaledObject", "worker", ns), "Active") or {}).get("status") == "False"
     finally:
-        remove_namespaces(kube, [ns])
+        cleanup(kube, [ns])
