@@ -64,7 +64,8 @@ stop() { # name
 make_certs() {
   mkdir -p "$CERTS"
   cp "$LAB_PKI/ca.crt" "$CERTS/ca.crt"
-  [ -f "$CERTS/tls.crt" ] && return 0
+  # reuse the pair only while the lab CA that signed it is still the lab CA (a new .lab/pki means a new CA)
+  if [ -f "$CERTS/tls.crt" ] && openssl verify -CAfile "$LAB_PKI/ca.crt" "$CERTS/tls.crt" >/dev/null 2>&1; then return 0; fi
   local ext="$CERTS/ext.cnf" san="IP:127.0.0.1,DNS:localhost"
   local s; for s in keda-operator keda-metrics-apiserver; do san="$san,DNS:$s,DNS:$s.keda,DNS:$s.keda.svc,DNS:$s.keda.svc.cluster.local"; done
   printf 'subjectAltName=%s\nauthorityKeyIdentifier=keyid,issuer\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n' "$san" >"$ext"

@@ -51,7 +51,8 @@ v1beta1_variant() { [ "${LAB_KUEUE_API:-v1beta2}" = v1beta1 ]; }
 
 make_certs() {
   mkdir -p "$STATE/certs"
-  [ -f "$STATE/certs/tls.crt" ] && return 0
+  # reuse the pair only while the lab CA that signed it is still the lab CA (a new .lab/pki means a new CA)
+  if [ -f "$STATE/certs/tls.crt" ] && openssl verify -CAfile "$LAB_PKI/ca.crt" "$STATE/certs/tls.crt" >/dev/null 2>&1; then return 0; fi
   local ext="$STATE/certs/ext.cnf"
   printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kueue-webhook-service.kueue-system.svc\nauthorityKeyIdentifier=keyid,issuer\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$ext"
   openssl req -new -newkey rsa:2048 -nodes -keyout "$STATE/certs/tls.key" -subj "/CN=kueue.lab" -out "$STATE/certs/tls.csr" 2>/dev/null
