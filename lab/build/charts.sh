@@ -40,7 +40,7 @@ copy_chart keda "github.com/kedacore/charts@${KEDA_VERSION}+incompatible" keda
 # The GPU Operator's OLM bundle (the real ClusterServiceVersion with its alm-examples) for the lab's
 # OLM simulator (lab/simulators/olm_simulator.py --bundle-dir $OUT/share/olm-bundles).
 gpu_mod=$(moddir "github.com/NVIDIA/gpu-operator@${GPU_OPERATOR_VERSION}")
-bundle=$(ls -d "$gpu_mod"/bundle/v*/ | sort -V | tail -1)
+bundle=$(printf '%s\n' "$gpu_mod"/bundle/v*/ | sort -V | tail -1)
 rm -rf "$OUT/share/olm-bundles/gpu-operator-certified"
 mkdir -p "$OUT/share/olm-bundles/gpu-operator-certified"
 cp "$bundle"manifests/gpu-operator-certified.clusterserviceversion.yaml "$OUT/share/olm-bundles/gpu-operator-certified/"

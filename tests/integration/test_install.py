@@ -36,8 +36,8 @@ SIM_LABEL = "lab.gpuaas.io/simulated-by"
 # ---------------------------------------------------------------------------------------------- helpers
 def lab_env(lab) -> dict:
     env = dict(os.environ)
-    env.update({"KUBECONFIG": lab.kubeconfig, "PATH": "%s:%s:%s" % (lab.dir / "bin", REPO / ".venv" / "bin",
-                                                                   os.environ.get("PATH", ""))})
+    path = "%s:%s:%s" % (lab.dir / "bin", REPO / ".venv" / "bin", os.environ.get("PATH", ""))
+    env.update({"KUBECONFIG": lab.kubeconfig, "PATH": path})
     return env
 
 
@@ -378,8 +378,8 @@ def test_olm_path_with_the_lab_simulators(lab, kube, run_playbook, audit_writes)
     bundle = next(iter(glob.glob(str(olm_bundles(charts) / "gpu-operator-certified" / "*.yaml"))))
     with open(bundle, encoding="utf-8") as handle:
         starting_csv = yaml.safe_load(handle)["metadata"]["name"]
-    crds_before = {c["metadata"]["name"] for c in items(kube, "apiextensions.k8s.io/v1", "CustomResourceDefinition",
-                                                         label_selector=SIM_LABEL)}
+    crds_before = {c["metadata"]["name"]
+                   for c in items(kube, "apiextensions.k8s.io/v1", "CustomResourceDefinition", label_selector=SIM_LABEL)}
     sims = [Simulator(lab, "olm_simulator.py", "--bundle-dir", str(olm_bundles(charts))),
             Simulator(lab, "gpu_operator_simulator.py")]
     try:
