@@ -536,6 +536,10 @@ def translate_api_exception(exc: t.Any, action: str, ref: t.Optional[str] = None
             hint="fix the fields listed (option names map to the API fields in snake_case); immutable fields "
                  "need the object to be deleted and recreated", problems=problems, details=info)
     if status == 403:
+        if "being terminated" in lower:
+            return GpuaasError("%s %s: %s" % (action, what, message),
+                               hint="the namespace is being deleted: wait until it is gone (kubectl get ns), then "
+                                    "re-run to create it again", problems=problems, details=info)
         if "validatingadmissionpolicy" in lower or "denied request" in lower:
             hint = "an admission policy denied it; the message above says why"
         else:

@@ -54,9 +54,28 @@ def cleanup(kube, lab):
                     pass
 
 
+def wait_namespace_gone(ns_resource, name, timeout=300):
+    """A namespace left terminating by an earlier run must be gone before it can be created again."""
+    import time
+
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            obj = ns_resource.get(name=name)
+        except NotFoundError:
+            return
+        if not obj.metadata.deletionTimestamp:
+            return
+        time.sleep(2)
+    raise AssertionError("namespace %s is still terminating after %ss" % (name, timeout))
+
+
 @pytest.fixture(scope="module")
 def namespace(kube, lab):
     ns = kube.resources.get(api_version="v1", kind="Namespace")
+    wait_namespace_gone(ns, NS)
     ns.server_side_apply(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
                          field_manager="itcore-setup")
     yield NS
@@ -266,6 +285,7 @@ def test_v1beta1_cluster_gets_converted_objects(run_playbook):
 
     kube = dynamic.DynamicClient(config.new_client_from_config(config_file=variant["KUBECONFIG"], context="lab-admin"))
     ns = kube.resources.get(api_version="v1", kind="Namespace")
+    wait_namespace_gone(ns, NS)
     ns.server_side_apply(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
                          field_manager="itcore-setup")
     env = {"KUBECONFIG": variant["KUBECONFIG"], "K8S_AUTH_KUBECONFIG": variant["KUBECONFIG"]}
@@ -301,3 +321,72 @@ def test_v1beta1_cluster_gets_converted_objects(run_playbook):
                 if item.metadata.name.startswith(PREFIX):
                     res.delete(name=item.metadata.name, namespace=item.metadata.namespace)
         ns.delete(name=NS)
+
+
+def _kueue_controller_running() -> bool:
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(["bash", str(repo / "lab" / "lab.sh"), "component", "kueue", "status"], capture_output=True,
+                          text=True, cwd=str(repo))
+    return proc.returncode == 0
+
+
+def test_kueue_info_reports_live_usage_and_borrowing(lab, kube, clean, run_playbook):
+    if lab.kueue_api != "v1beta2" or not _kueue_controller_running():
+        pytest.skip("needs the lab's Kueue controller (lab/components/kueue.sh)")
+    import time
+
+    converge = run_playbook(FILES / "two_queues.yml", extra_vars={"name_prefix": PREFIX, "queue_namespace": NS})
+    assert converge.rc == 0, converge.explain()
+    ready = run_playbook(play(task("wait active", "cluster_queue", {
+        "name": PREFIX + "team-b", "cohort": PREFIX + "research", "namespace_selector": {}, "wait": True,
+        "wait_timeout": 120,
+        "resource_groups": [{"covered_resources": ["nvidia.com/gpu", "cpu", "memory"], "flavors": [
+            {"name": PREFIX + "h100", "resources": [{"name": "nvidia.com/gpu", "nominal_quota": 8, "lending_limit": 4},
+                                                    {"name": "cpu", "nominal_quota": 96},
+                                                    {"name": "memory", "nominal_quota": "768Gi"}]}]}]})))
+    assert ready.rc == 0 and ready.changed == 0, ready.explain()
+
+    # 2 pods x 5 GPUs = 10 GPUs on a queue with 8 nominal: Kueue admits it by borrowing 2 from team-b
+    jobs = kube.resources.get(api_version="batch/v1", kind="Job")
+    jobs.create(namespace=NS, body={
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": PREFIX + "train", "labels": {"kueue.x-k8s.io/queue-name": PREFIX + "team-a"}},
+        "spec": {"parallelism": 2, "completions": 2, "suspend": True, "template": {
+            # KWOK completes Job pods after 1s unless told otherwise: keep them running during the test
+            "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "10m"}},
+            "spec": {
+            "restartPolicy": "Never",
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "train", "image": "busybox", "resources": {
+                "requests": {"nvidia.com/gpu": "5", "cpu": "1", "memory": "1Gi"},
+                "limits": {"nvidia.com/gpu": "5"}}}]}}}})
+    try:
+        cqs = kueue_resource(kube, lab, "ClusterQueue")
+        deadline = time.time() + 120
+        usage = {}
+        while time.time() < deadline:
+            status = cqs.get(name=PREFIX + "team-a").to_dict().get("status") or {}
+            usage = {(f["name"], r["name"]): r for f in status.get("flavorsUsage") or [] for r in f["resources"]}
+            if usage.get((PREFIX + "h100", "nvidia.com/gpu"), {}).get("total") == "10" and \
+                    status.get("admittedWorkloads") == 1:
+                break
+            time.sleep(2)
+        assert usage.get((PREFIX + "h100", "nvidia.com/gpu"), {}).get("total") == "10", status
+        assert status.get("admittedWorkloads") == 1, status
+
+        info = run_playbook(play(task("info", "kueue_info", {"cohort": PREFIX + "research"})))
+        assert info.rc == 0, info.explain()
+        report = only_result(info, "info")
+        queues = {q["name"]: q for q in report["cluster_queues"]}
+        team_a = queues[PREFIX + "team-a"]
+        assert team_a["active"] is True
+        assert team_a["admitted_workloads"] == 1
+        gpu = next(r for r in team_a["flavors"][0]["resources"] if r["name"] == "nvidia.com/gpu")
+        assert (gpu["usage"], gpu["borrowed"], str(gpu["nominal_quota"])) == ("10", "2", "8")
+        assert queues[PREFIX + "team-b"]["active"] is True
+        lq = next(q for q in report["local_queues"] if q["name"] == PREFIX + "team-a")
+        assert lq["admitted_workloads"] == 1 and lq["cluster_queue"] == PREFIX + "team-a"
+    finally:
+        jobs.delete(name=PREFIX + "train", namespace=NS, body={"propagationPolicy": "Background"})

@@ -301,6 +301,8 @@ def test_apply_errors_name_the_object_and_explain():
     (403, "Forbidden", 'clusterqueues.kueue.x-k8s.io "a" is forbidden: User "alice" cannot patch', "RBAC"),
     (409, "Conflict", "Apply failed with 1 conflict: conflict with \"kubectl\"", "force_conflicts"),
     (404, "NotFound", 'namespaces "x" not found', "namespace does not exist"),
+    (403, "Forbidden", "unable to create new content in namespace x because it is being terminated",
+     "namespace is being deleted"),
     (500, "InternalError", 'Internal error occurred: failed calling webhook "vclusterqueue.kb.io"', "webhook"),
 ])
 def test_error_translation(status, reason, message, needle):
