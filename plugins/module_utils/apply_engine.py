@@ -781,7 +781,7 @@ class ApplyEngine:
                wait_timeout: int = 120, wait_sleep: float = 2.0, only_owned: bool = False) -> ReconcileResult:
         """Delete objects (ObjectRef or object dicts), dependents first; absent objects are not changes."""
         result = ReconcileResult(self.check_mode)
-        targets: t.List[t.Tuple[t.Dict[str, t.Any], ApiResource]] = []
+        resolved: t.List[t.Tuple[ObjectRef, ApiResource]] = []
         for ref in refs:
             if isinstance(ref, dict):
                 obj = ref
@@ -792,12 +792,22 @@ class ApplyEngine:
                 ref = ObjectRef.from_object(self.convert_kueue(
                     {"apiVersion": ref.api_version, "kind": ref.kind,
                      "metadata": {"name": ref.name, "namespace": ref.namespace}}))
-            res = self.client.resource(ref.api_version, ref.kind)
+            resolved.append((ref, self.client.resource(ref.api_version, ref.kind)))
+
+        def read(item: t.Tuple[ObjectRef, ApiResource]) -> t.Any:
+            ref, res = item
             result.requests["get"] += 1
             try:
-                live = res.get(ref.name, ref.namespace if res.namespaced else None)
+                return res.get(ref.name, ref.namespace if res.namespaced else None)
             except ApiException as exc:
-                raise translate_api_exception(exc, "read", str(ref))
+                return translate_api_exception(exc, "read", str(ref))
+
+        with self._pool() as pool:
+            lives = list(pool.map(read, resolved))
+        targets: t.List[t.Tuple[t.Dict[str, t.Any], ApiResource]] = []
+        for (ref, res), live in zip(resolved, lives):
+            if isinstance(live, GpuaasError):
+                raise live
             if live is None:
                 continue
             live.setdefault("apiVersion", res.api_version)

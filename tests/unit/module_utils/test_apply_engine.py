@@ -351,3 +351,16 @@ def test_prune_scope_with_v1beta2_kinds_works_on_v1beta1_clusters():
     scope = ae.PruneScope([("kueue.x-k8s.io/v1beta2", "ClusterQueue")], tenant="t1")
     result = ae.ApplyEngine(client).reconcile([cq("a")], tenant="t1", prune=scope)
     assert [(r.ref.api_version, r.ref.name) for r in result.by_action("deleted")] == [("kueue.x-k8s.io/v1beta1", "b")]
+
+
+def test_delete_only_owned_refuses_foreign_objects():
+    client = FakeClient()
+    client.resource("kueue.x-k8s.io/v1beta2", "ClusterQueue").apply(cq("foreign"), "kubectl")
+    ref = ae.ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "foreign")
+    with pytest.raises(GpuaasError, match="not managed by gpuaas.platform"):
+        ae.ApplyEngine(client).delete([ref], only_owned=True)
+    assert ("ClusterQueue", "", "foreign") in client.store
+    many = [ae.ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", n) for n in ("foreign", "gone-1", "gone-2")]
+    result = ae.ApplyEngine(client, concurrency=3).delete(many)
+    assert [r.ref.name for r in result.by_action("deleted")] == ["foreign"]
+    assert client.store == {}
