@@ -328,7 +328,7 @@ def _kueue_controller_running() -> bool:
 
     repo = Path(__file__).resolve().parents[2]
     proc = subprocess.run(["bash", str(repo / "lab" / "lab.sh"), "component", "kueue", "status"], capture_output=True,
-                          text=True, cwd=str(repo))
+                          text=True, cwd=str(repo), check=False)
     return proc.returncode == 0
 
 
@@ -357,11 +357,11 @@ def test_kueue_info_reports_live_usage_and_borrowing(lab, kube, clean, run_playb
             # KWOK completes Job pods after 1s unless told otherwise: keep them running during the test
             "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "10m"}},
             "spec": {
-            "restartPolicy": "Never",
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "train", "image": "busybox", "resources": {
-                "requests": {"nvidia.com/gpu": "5", "cpu": "1", "memory": "1Gi"},
-                "limits": {"nvidia.com/gpu": "5"}}}]}}}})
+                "restartPolicy": "Never",
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "containers": [{"name": "train", "image": "busybox", "resources": {
+                    "requests": {"nvidia.com/gpu": "5", "cpu": "1", "memory": "1Gi"},
+                    "limits": {"nvidia.com/gpu": "5"}}}]}}}})
     try:
         cqs = kueue_resource(kube, lab, "ClusterQueue")
         deadline = time.time() + 120
