@@ -221,7 +221,8 @@ def naive(runner: Runner, objs_file: Path, check: bool = False, diff: bool = Fal
     return {"wall_s": res["wall_s"], "changed_tasks": res["changed_tasks"]}
 
 
-def bench_one(n: int, runner: Runner, builders, TenantModel, do_naive: bool, do_kubectl: bool) -> dict:
+def bench_one(n: int, runner: Runner, builders, TenantModel, do_naive: bool, do_kubectl: bool,
+              do_role: bool = True) -> dict:
     row: dict = {"tenants": n, "namespaces": 2 * n}
     objs = render(builders, TenantModel, n)
     changed = render(builders, TenantModel, n, changed=True)
@@ -231,14 +232,15 @@ def bench_one(n: int, runner: Runner, builders, TenantModel, do_naive: bool, do_
     print("[bench] N=%d: %d objects" % (n, len(objs)), flush=True)
 
     row["cleanup_before"] = cleanup(runner)
-    row["role_a"] = runner.playbook(PLAYBOOK, inventory_vars(n))
-    print("[bench]   role (a) %s" % row["role_a"], flush=True)
-    row["role_b"] = runner.playbook(PLAYBOOK, inventory_vars(n))
-    print("[bench]   role (b) %s" % row["role_b"], flush=True)
-    row["role_c"] = runner.playbook(PLAYBOOK, inventory_vars(n, changed=True), check=True, diff=True)
-    print("[bench]   role (c) %s" % row["role_c"], flush=True)
-    row["role_offboard"] = cleanup(runner)
-    print("[bench]   role offboard %s" % row["role_offboard"], flush=True)
+    if do_role:
+        row["role_a"] = runner.playbook(PLAYBOOK, inventory_vars(n))
+        print("[bench]   role (a) %s" % row["role_a"], flush=True)
+        row["role_b"] = runner.playbook(PLAYBOOK, inventory_vars(n))
+        print("[bench]   role (b) %s" % row["role_b"], flush=True)
+        row["role_c"] = runner.playbook(PLAYBOOK, inventory_vars(n, changed=True), check=True, diff=True)
+        print("[bench]   role (c) %s" % row["role_c"], flush=True)
+        row["role_offboard"] = cleanup(runner)
+        print("[bench]   role offboard %s" % row["role_offboard"], flush=True)
 
     if do_kubectl:
         row["kubectl_a"] = {"wall_s": runner.kubectl("apply", "--server-side", "--field-manager=kubectl-bench", "--force-conflicts",
@@ -281,6 +283,8 @@ def markdown(rows: list[dict], command: str) -> str:
                 ratio(role.get("wall_s"), kub), ratio(nai, role.get("wall_s")), role.get("peak_rss_mb"),
                 "/".join(str(req.get(k, "-")) for k in ("list", "get", "apply", "delete"))))
         off = row.get("role_offboard") or {}
+        if not off:
+            continue
         lines.append("| %d | %d | offboard all bench tenants (drain + delete + namespaces) | %s (%s) | - | - | - | - | %s | %s |" % (
             row["tenants"], row["objects"], off.get("wall_s"), off.get("module_s"), off.get("peak_rss_mb"),
             "/".join(str((off.get("requests") or {}).get(k, "-")) for k in ("list", "get", "apply", "delete"))))
@@ -292,6 +296,7 @@ def main() -> int:
     parser.add_argument("--tenants", default="10,100,500", help="comma-separated tenant counts")
     parser.add_argument("--naive-max", type=int, default=10, help="measure the naive role only up to this count")
     parser.add_argument("--no-kubectl", action="store_true")
+    parser.add_argument("--no-role", action="store_true", help="skip the role (e.g. to add naive numbers later)")
     parser.add_argument("--json", default=str(REPO / "bench" / "results" / "tenants.json"))
     parser.add_argument("--markdown", default=str(REPO / "bench" / "results" / "tenants.md"))
     args = parser.parse_args()
@@ -306,7 +311,7 @@ def main() -> int:
         try:
             for n in counts:
                 rows.append(bench_one(n, runner, builders, TenantModel, do_naive=n <= args.naive_max,
-                                      do_kubectl=not args.no_kubectl))
+                                      do_kubectl=not args.no_kubectl, do_role=not args.no_role))
                 Path(args.json).parent.mkdir(parents=True, exist_ok=True)
                 Path(args.json).write_text(json.dumps(rows, indent=1))
         finally:
