@@ -88,7 +88,10 @@ integration: collection
 	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
 
 molecule: collection
-	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && for s in molecule/*/; do (cd $$(dirname $$s) && $(CURDIR)/$(VENV)/bin/molecule test -s $$(basename $$s)) || exit 1; done
+	@source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && failed=""; \
+	  for s in molecule/*/molecule.yml; do s=$$(basename $$(dirname $$s)); echo "--- molecule test -s $$s"; \
+	    molecule test -s $$s || failed="$$failed $$s"; done; \
+	  if [ -n "$$failed" ]; then echo "molecule scenarios failed:$$failed"; exit 1; fi
 
 # The whole suite. Every stage runs even when an earlier one failed (CI shows all problems at once); the
 # labs are brought up for the integration and molecule stages (warm start when their binaries are cached) and

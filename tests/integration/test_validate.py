@@ -147,11 +147,13 @@ def test_gpu_utilization_exact_numbers(gpu_workloads, run_playbook):
     assert (BUSY_TENANT, "quota_underused") in recs and (IDLE_TENANT, "idle_gpus") in recs
 
 
-def test_validate_playbook_fails_on_thresholds_and_writes_report(gpu_workloads, run_playbook, tmp_path):
+def test_validate_playbook_fails_on_thresholds_and_writes_report(gpu_workloads, run_playbook, tmp_path, lab):
     extra = {"gpuaas_tenants": TENANTS, "gpuaas_validate_window": "%ds" % WINDOW, "gpuaas_validate_step": "%ds" % STEP,
              "gpuaas_validate_idle_for": "%ds" % IDLE_FOR, "gpuaas_validate_health_checks": ["gpu_nodes"],
              "gpuaas_validate_min_utilization": 50, "gpuaas_validate_max_idle_gpus": None,
              "gpuaas_validate_report_path": str(tmp_path / "report")}
+    # the lab inventory names the default lab's Prometheus; follow the lab under test (LAB_PORT_OFFSET)
+    extra["gpuaas_prometheus"] = {"url": lab.prometheus_url}
     run = run_playbook(REPO / "playbooks" / "validate.yml", extra_vars=extra, inventory=REPO / "playbooks" / "inventory" / "lab")
     assert run.rc != 0, run.explain()
     failure = run.task_results("Fail when the platform is unhealthy")[0]
@@ -178,11 +180,13 @@ def test_validate_playbook_fails_on_thresholds_and_writes_report(gpu_workloads, 
     assert "## Idle allocated GPUs" in markdown and "%s/notebook-0" % IDLE_NS in markdown
 
 
-def test_validate_playbook_passes_thresholds_the_lab_meets(gpu_workloads, run_playbook, tmp_path):
+def test_validate_playbook_passes_thresholds_the_lab_meets(gpu_workloads, run_playbook, tmp_path, lab):
     extra = {"gpuaas_tenants": [TENANTS[0]], "gpuaas_validate_window": "%ds" % WINDOW,
              "gpuaas_validate_step": "%ds" % STEP, "gpuaas_validate_idle_for": "%ds" % IDLE_FOR,
              "gpuaas_validate_health_checks": ["gpu_nodes"], "gpuaas_validate_min_utilization": 80,
              "gpuaas_validate_max_idle_gpus": None, "gpuaas_validate_report_path": str(tmp_path / "ok")}
+    # the lab inventory names the default lab's Prometheus; follow the lab under test (LAB_PORT_OFFSET)
+    extra["gpuaas_prometheus"] = {"url": lab.prometheus_url}
     run = run_playbook(REPO / "playbooks" / "validate.yml", extra_vars=extra, inventory=REPO / "playbooks" / "inventory" / "lab")
     assert run.rc == 0, run.explain()
     report = json.loads((tmp_path / "ok.json").read_text())
@@ -190,12 +194,14 @@ def test_validate_playbook_passes_thresholds_the_lab_meets(gpu_workloads, run_pl
     assert next(x for x in report["tenants"] if x["tenant"] == BUSY_TENANT)["avg_utilization"] == 85.0
 
 
-def test_warn_mode_does_not_fail(gpu_workloads, run_playbook, tmp_path):
+def test_warn_mode_does_not_fail(gpu_workloads, run_playbook, tmp_path, lab):
     extra = {"gpuaas_tenants": TENANTS, "gpuaas_validate_window": "%ds" % WINDOW, "gpuaas_validate_step": "%ds" % STEP,
              "gpuaas_validate_idle_for": "%ds" % IDLE_FOR, "gpuaas_validate_health_checks": [],
              "gpuaas_validate_min_utilization": 50, "gpuaas_validate_max_idle_gpus": None,
              "gpuaas_validate_on_failure": "warn",
              "gpuaas_validate_report_path": ""}
+    # the lab inventory names the default lab's Prometheus; follow the lab under test (LAB_PORT_OFFSET)
+    extra["gpuaas_prometheus"] = {"url": lab.prometheus_url}
     run = run_playbook(REPO / "playbooks" / "validate.yml", extra_vars=extra, inventory=REPO / "playbooks" / "inventory" / "lab")
     assert run.rc == 0, run.explain()
     warning = run.task_results("Warn when the platform is unhealthy")[0]["msg"]
