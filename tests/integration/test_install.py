@@ -209,7 +209,10 @@ def helm_vars(lab, charts: Path, **extra) -> dict:
         "gpuaas_keda_namespace": HELM_NS["keda"],
         "gpuaas_keda_helm_release": PREFIX + "-keda",
         "gpuaas_keda_watch_namespaces": [PREFIX + "-serve"],
-        "gpuaas_keda_helm_values": {"crds": {"install": False}, "webhooks": {"enabled": False}},
+        # the chart names its cluster-scoped RBAC after operator.name: unique names, no clash with another KEDA
+        "gpuaas_keda_helm_values": {"crds": {"install": False}, "webhooks": {"enabled": False},
+                                    "operator": {"name": PREFIX + "-keda-operator"},
+                                    "metricsServer": {"name": PREFIX + "-keda-metrics-apiserver"}},
     }
     values.update(extra)
     return values
@@ -229,6 +232,12 @@ def helm_cleanup(lab, kube):
 
 def test_helm_path_from_local_charts(lab, kube, run_playbook, audit_writes, helm_cleanup):
     charts = charts_dir(lab)
+    # The GPU Operator chart's ClusterPolicy is always named cluster-policy (cluster-scoped): another
+    # GPU Operator release on the lab (e.g. from `make demo`) makes a second one impossible.
+    existing = get(kube, "nvidia.com/v1", "ClusterPolicy", "cluster-policy")
+    assert existing is None, ("ClusterPolicy cluster-policy already exists (release %s): this test needs a lab "
+                              "without another GPU Operator Helm release" % (existing["metadata"].get(
+                                  "annotations") or {}).get("meta.helm.sh/release-name"))
     sim = Simulator(lab, "gpu_operator_simulator.py")
     try:
         first = run_playbook(INSTALL, extra_vars=helm_vars(lab, charts), timeout=900)
@@ -273,10 +282,10 @@ def test_helm_path_from_local_charts(lab, kube, run_playbook, audit_writes, helm
     assert any(d["status"].get("availableReplicas") for d in deployments.values()), list(deployments)
 
     # KEDA: watches only the inventory's namespaces
-    keda_ops = [d for d in items(kube, "apps/v1", "Deployment", HELM_NS["keda"])
-                if d["metadata"]["name"].endswith("keda-operator") or d["metadata"]["name"] == "keda-operator"]
-    assert keda_ops, [d["metadata"]["name"] for d in items(kube, "apps/v1", "Deployment", HELM_NS["keda"])]
-    env = {e["name"]: e.get("value") for e in keda_ops[0]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    keda_op = get(kube, "apps/v1", "Deployment", PREFIX + "-keda-operator", HELM_NS["keda"])
+    assert keda_op is not None, [d["metadata"]["name"] for d in items(kube, "apps/v1", "Deployment", HELM_NS["keda"])]
+    assert keda_op["status"].get("availableReplicas") == 1
+    env = {e["name"]: e.get("value") for e in keda_op["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["WATCH_NAMESPACE"] == PREFIX + "-serve"
 
     # uninstall: releases, ClusterPolicy and the device plugin ConfigMap are gone
