@@ -186,6 +186,9 @@ def test_platform_detection_matches_the_lab(lab, run_playbook):
 
 # ---------------------------------------------------------------------------------------------- Helm path
 HELM_NS = {"gpu": PREFIX + "-gpu-operator", "kueue": PREFIX + "-kueue", "keda": PREFIX + "-keda"}
+TS_FLAVOR = PREFIX + "-h100"
+TS_NODE = "gpu-h100-1"
+DP_LABEL = "nvidia.com/device-plugin.config"
 
 
 def helm_vars(lab, charts: Path, **extra) -> dict:
@@ -195,13 +198,14 @@ def helm_vars(lab, charts: Path, **extra) -> dict:
         "gpuaas_charts_dir": str(charts),
         "gpuaas_helm_post_renderer": str(POST_RENDERER),
         "gpuaas_force_uninstall": True,  # other tests may hold admitted workloads meanwhile
-        "gpuaas_flavors": [{"name": "h100", "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}],
+        # one shared lab node, labelled for the test and unlabelled in cleanup
+        "gpuaas_flavors": [{"name": TS_FLAVOR, "node_labels": {"kubernetes.io/hostname": TS_NODE,
+                                                                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}],
         "gpuaas_gpu_operator_namespace": HELM_NS["gpu"],
         "gpuaas_gpu_operator_helm_release": PREFIX + "-gpu-operator",
         "gpuaas_gpu_operator_driver_enabled": False,
         "gpuaas_gpu_operator_mig_strategy": "mixed",
-        "gpuaas_gpu_operator_time_slicing": [{"flavor": "h100", "replicas": 2}],
-        "gpuaas_gpu_operator_label_nodes": False,  # the lab's nodes are shared
+        "gpuaas_gpu_operator_time_slicing": [{"flavor": TS_FLAVOR, "replicas": 2}],
         "gpuaas_gpu_operator_nfd_enabled": False,
         "gpuaas_kueue_namespace": HELM_NS["kueue"],
         "gpuaas_kueue_helm_release": PREFIX + "-kueue",
@@ -227,6 +231,10 @@ def helm_cleanup(lab, kube):
         subprocess.run(["helm", "uninstall", name, "-n", ns, "--wait", "--timeout", "120s"], env=env,
                        capture_output=True, check=False)
     delete_namespaces(kube, list(HELM_NS.values()) + [PREFIX + "-serve"])
+    node = get(kube, "v1", "Node", TS_NODE)
+    if node and (node["metadata"].get("labels") or {}).get(DP_LABEL) == TS_FLAVOR:
+        kube.resources.get(api_version="v1", kind="Node").patch(
+            name=TS_NODE, body={"metadata": {"labels": {DP_LABEL: None}}}, content_type="application/merge-patch+json")
     assert release_hooks_left(kube, PREFIX) == []
 
 
@@ -266,9 +274,13 @@ def test_helm_path_from_local_charts(lab, kube, run_playbook, audit_writes, helm
     assert policy["spec"]["devicePlugin"]["config"]["name"] == "gpuaas-device-plugin-config"
     assert policy["status"]["state"] == "ready"
     plugin_cm = get(kube, "v1", "ConfigMap", "gpuaas-device-plugin-config", HELM_NS["gpu"])
-    h100 = yaml.safe_load(plugin_cm["data"]["h100"])
+    h100 = yaml.safe_load(plugin_cm["data"][TS_FLAVOR])
     assert h100["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 2}]
     assert h100["flags"]["migStrategy"] == "mixed"
+    # only the flavor's node points at its device plugin configuration
+    labelled = [n["metadata"]["name"] for n in items(kube, "v1", "Node")
+                if (n["metadata"].get("labels") or {}).get(DP_LABEL) == TS_FLAVOR]
+    assert labelled == [TS_NODE]
 
     # Kueue: the generated Configuration
     cms = [c for c in items(kube, "v1", "ConfigMap", HELM_NS["kueue"])
