@@ -199,8 +199,8 @@ def helm_vars(lab, charts: Path, **extra) -> dict:
         "gpuaas_helm_post_renderer": str(POST_RENDERER),
         "gpuaas_force_uninstall": True,  # other tests may hold admitted workloads meanwhile
         # one shared lab node, labelled for the test and unlabelled in cleanup
-        "gpuaas_flavors": [{"name": TS_FLAVOR, "node_labels": {"kubernetes.io/hostname": TS_NODE,
-                                                                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}],
+        "gpuaas_flavors": [{"name": TS_FLAVOR, "node_labels": {
+            "kubernetes.io/hostname": TS_NODE, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}],
         "gpuaas_gpu_operator_namespace": HELM_NS["gpu"],
         "gpuaas_gpu_operator_helm_release": PREFIX + "-gpu-operator",
         "gpuaas_gpu_operator_driver_enabled": False,
