@@ -38,6 +38,8 @@ export LAB_PORT_OFFSET=$OFF  # the component scripts move their ports too
 P_API=$((6443 + OFF)); P_ETCD=$((2379 + OFF)); P_PEER=$((2380 + OFF)); P_PROM=$((9090 + OFF))
 P_DCGM=$((9400 + OFF)); P_KWOK=$((10247 + OFF)); P_KCM=$((10257 + OFF)); P_SCHED=$((10259 + OFF))
 
+CORE_PROCS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok prometheus dcgm-simulator gpu-operator-simulator"
+
 log() { printf '[lab] %s\n' "$*" >&2; }
 die() { printf '[lab] ERROR: %s\n' "$*" >&2; exit 1; }
 
@@ -101,7 +103,9 @@ link_tools() {
   local k; k=$(cache_dir kubernetes "$KUBERNETES_VERSION")/bin
   ln -sf "$k/kubectl" "$LAB_BIN/kubectl"
   # upstream charts (from the Go modules) for the collection's disconnected Helm path
-  if [ -d "$(cache_dir charts "$GPU_OPERATOR_VERSION")/share/charts" ]; then ln -sfn "$(cache_dir charts "$GPU_OPERATOR_VERSION")/share/charts" "$LAB_DIR/charts"; fi
+  local share; share=$(cache_dir charts "$GPU_OPERATOR_VERSION")/share
+  if [ -d "$share/charts" ]; then ln -sfn "$share/charts" "$LAB_DIR/charts"; fi
+  if [ -d "$share/olm-bundles" ]; then ln -sfn "$share/olm-bundles" "$LAB_DIR/olm-bundles"; fi
   local d; for d in "$(cache_dir helm "$HELM_VERSION")/bin/helm" /usr/bin/promtool; do
     if [ -x "$d" ]; then ln -sf "$d" "$LAB_BIN/$(basename "$d")"; fi
   done
@@ -323,6 +327,13 @@ start_dcgm_simulator() {
   wait_for dcgm-simulator 30 curl -sf http://127.0.0.1:${P_DCGM}/metrics
 }
 
+start_gpu_operator_simulator() {
+  # SIMULATOR (lab/simulators/gpu_operator_simulator.py): no GPU Operator can run on fake nodes, so this does only
+  # its status transitions (ClusterPolicy status.state=ready, NVIDIADriver/NFD status), as the lab:tools user.
+  start_proc gpu-operator-simulator "$PY" "$LAB_SRC/simulators/gpu_operator_simulator.py" \
+    --kubeconfig "$LAB_DIR/lab-tools.kubeconfig" --interval 2
+}
+
 write_env() {
   cat >"$LAB_DIR/env" <<EOF
 # source this file to use the lab
@@ -354,7 +365,7 @@ component_script() { # name action
 }
 
 core_healthy() {
-  local p; for p in etcd kube-apiserver kube-controller-manager kube-scheduler kwok prometheus dcgm-simulator; do
+  local p; for p in $CORE_PROCS; do
     proc_alive "$p" || return 1
   done
   apiserver_ready >/dev/null 2>&1
@@ -375,6 +386,7 @@ cmd_up() {
   wait_for "GPU nodes Ready" 60 "$PY" "$LAB_SRC/nodes.py" --kubeconfig "$LAB_DIR/kubeconfig" --topology "$LAB_SRC/topology.yaml" --check-ready
   start_prometheus
   start_dcgm_simulator
+  start_gpu_operator_simulator
   write_env
   echo "$(components)" >"$LAB_DIR/components"
   local c; for c in $(components); do component_script "$c" up || die "component $c failed to start (logs: $LAB_DIR/logs/)"; done
@@ -396,7 +408,7 @@ cmd_down_quiet() {
   if [ -f "$LAB_DIR/components" ]; then for c in $(cat "$LAB_DIR/components"); do component_script "$c" down || true; done; fi
   # components first (they remove their webhook configurations through the apiserver), then the core
   # in reverse start order.
-  local p; for p in dcgm-simulator prometheus kwok kube-scheduler kube-controller-manager kube-apiserver; do
+  local p; for p in gpu-operator-simulator dcgm-simulator prometheus kwok kube-scheduler kube-controller-manager kube-apiserver; do
     if [ -f "$LAB_DIR/pids/$p.pid" ]; then stop_pid "$LAB_DIR/pids/$p.pid" & fi
   done
   wait
@@ -417,7 +429,7 @@ cmd_down() {
 
 cmd_status() {
   local bad=0 p
-  for p in etcd kube-apiserver kube-controller-manager kube-scheduler kwok prometheus dcgm-simulator; do
+  for p in $CORE_PROCS; do
     if proc_alive "$p"; then echo "$p: healthy"; else echo "$p: not running"; bad=1; fi
   done
   if proc_alive kube-apiserver; then
