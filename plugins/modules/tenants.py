@@ -398,6 +398,8 @@ class TenantsReconciler:
             for ns in _list(self.client, "v1", "Namespace", OWNED_SELECTOR):
                 name = ns["metadata"]["name"]
                 owner = (ns["metadata"].get("labels") or {}).get(TENANT_LABEL)
+                if ns["metadata"].get("deletionTimestamp"):
+                    continue  # already being deleted (e.g. an earlier offboarding with delete_namespaces): not kept
                 if name not in desired_ns and (limit is None or owner in limit):
                     kept.append(name)
         out.update({
