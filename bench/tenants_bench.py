@@ -53,8 +53,8 @@ def collections_path() -> str:
 
 def import_collection():
     sys.path.insert(0, str(REPO / ".build"))
-    from ansible_collections.gpuaas.platform.plugins.module_utils import builders  # noqa: E402
-    from ansible_collections.gpuaas.platform.plugins.module_utils.tenant_model import TenantModel  # noqa: E402
+    from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders  # noqa: E402
+    from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel  # noqa: E402
     return builders, TenantModel
 
 

@@ -207,14 +207,14 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.prometheus import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import (
     PROMETHEUS_ARG_SPEC,
     PrometheusClient,
     PrometheusError,
@@ -225,7 +225,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.prometheus import 
     parse_duration,
     parse_time,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils import utilization as util
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import utilization as util
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
 

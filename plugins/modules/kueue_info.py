@@ -186,14 +186,14 @@ workload_priority_classes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import ApiException, get_client, translate_api_exception
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, get_client, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_api import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_versions import (
     cohort_api_version,
     convert_from_version,
     kueue_api_version,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.module_runner import argument_spec
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec
 
 INCLUDE = ["cluster_queues", "local_queues", "cohorts", "resource_flavors", "workload_priority_classes"]
 MODULE_SPEC = {

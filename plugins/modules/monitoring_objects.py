@@ -254,15 +254,15 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.apply_engine import ApplyEngine, ObjectRef, PruneScope
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine, ObjectRef, PruneScope
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.utilization import tenant_mapping_rule_group
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.utilization import tenant_mapping_rule_group
 
 MONITORING = "monitoring.coreos.com/v1"
 GRAFANA = "grafana.integreatly.org/v1beta1"

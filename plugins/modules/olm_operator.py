@@ -163,14 +163,14 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.olm import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.olm import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     OLM_V1,

@@ -99,7 +99,7 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,

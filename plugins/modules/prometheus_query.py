@@ -124,9 +124,9 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import K8S_AUTH_ARG_SPEC
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import K8S_AUTH_ARG_SPEC
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.prometheus import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import (
     PROMETHEUS_ARG_SPEC,
     PrometheusError,
     client_from_params,
@@ -136,7 +136,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.prometheus import 
     parse_duration,
     parse_time,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.utilization import auto_step
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.utilization import auto_step
 
 
 def run(module: t.Any) -> t.Dict[str, t.Any]:

@@ -212,20 +212,20 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuaas.platform.plugins.module_utils import builders
-from ansible_collections.gpuaas.platform.plugins.module_utils.apply_engine import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import (
     ApplyEngine,
     ObjectRef,
     PruneScope,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.tenant_model import TENANT_LABEL, TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TENANT_LABEL, TenantModel
 
 DRAIN_FIELD_MANAGER = "gpuaas.platform-drain"
 OWNED_SELECTOR = "%s=%s,%s=%s" % (builders.MANAGED_BY_LABEL, builders.MANAGED_BY_VALUE,

@@ -12,7 +12,7 @@ import copy
 import json
 import typing as t
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import ApiException
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
 KINDS = {

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuaas.platform.plugins.module_utils import apply_engine as ae
-from ansible_collections.gpuaas.platform.plugins.module_utils import kueue_builders as kb
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube import engine as ae
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue as kb
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
 from .fake_kube import FakeClient, api_exception

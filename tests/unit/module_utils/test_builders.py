@@ -8,8 +8,8 @@ import os
 
 import yaml
 
-from ansible_collections.gpuaas.platform.plugins.module_utils import builders
-from ansible_collections.gpuaas.platform.plugins.module_utils.tenant_model import TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 EXAMPLE = os.path.join(ROOT, "playbooks", "inventory", "lab", "group_vars", "all", "tenants.yml")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpuaas.platform.plugins.module_utils import client as cl
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube import client as cl
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
 

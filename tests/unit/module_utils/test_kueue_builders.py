@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuaas.platform.plugins.module_utils import kueue_builders as kb
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue as kb
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
 
 

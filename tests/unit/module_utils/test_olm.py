@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.olm import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.olm import (
     alm_examples,
     expected_csv,
     object_differs,

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.prometheus import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import (
     PrometheusClient,
     PrometheusError,
     format_duration,

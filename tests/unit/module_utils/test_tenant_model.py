@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 import yaml
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.tenant_model import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import (
     InventoryError,
     TenantModel,
     flavor_capacity,

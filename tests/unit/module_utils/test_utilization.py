@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuaas.platform.plugins.module_utils import utilization as u
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import utilization as u
 
 T0 = 1_800_000_000.0
 STEP = 5.0

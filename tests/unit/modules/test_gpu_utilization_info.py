@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.prometheus import PrometheusError
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import PrometheusError
 from ansible_collections.gpuaas.platform.plugins.modules import gpu_utilization_info as gui
 
 sys.path.insert(0, os.path.dirname(__file__))

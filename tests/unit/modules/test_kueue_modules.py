@@ -12,7 +12,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuaas.platform.plugins.module_utils import module_runner
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube import object_module as module_runner
 from ansible_collections.gpuaas.platform.plugins.modules import (
     cluster_queue,
     cohort,

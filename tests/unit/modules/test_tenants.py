@@ -10,9 +10,9 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.apply_engine import project
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import project
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.tenant_model import InventoryError
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import InventoryError
 from ansible_collections.gpuaas.platform.plugins.modules.tenants import TenantsReconciler
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))

@@ -27,13 +27,13 @@ import typing as t
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal, InvalidOperation
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     ApiException,
     ApiResource,
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_api import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_versions import (
     cohort_api_version,
     cohort_parent_field,
     convert_for_version,

@@ -23,8 +23,8 @@ from __future__ import annotations
 import base64
 import typing as t
 
-from ansible_collections.gpuaas.platform.plugins.module_utils import kueue_builders as kb
-from ansible_collections.gpuaas.platform.plugins.module_utils.tenant_model import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue as kb
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import (
     TENANT_LABEL,
     Autoscaling,
     PrometheusSettings,

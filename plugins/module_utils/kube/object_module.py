@@ -9,10 +9,10 @@ from __future__ import annotations
 import copy
 import typing as t
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.apply_engine import ApplyEngine, ObjectRef
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import K8S_AUTH_ARG_SPEC, get_client
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine, ObjectRef
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import K8S_AUTH_ARG_SPEC, get_client
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_api import convert_from_version
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_versions import convert_from_version
 
 APPLY_ARG_SPEC: t.Dict[str, t.Dict[str, t.Any]] = {
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},

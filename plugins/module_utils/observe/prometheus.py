@@ -27,7 +27,7 @@ from urllib.parse import urlencode
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import SSLValidationError, open_url
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.client import ApiException, get_client, translate_api_exception
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, get_client, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
 ENV_URL = "GPUAAS_PROMETHEUS_URL"
