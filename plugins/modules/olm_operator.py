@@ -170,9 +170,8 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import FIELD_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.olm import (
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
     OLM_V1,
     OLM_V1ALPHA1,
     alm_examples,
@@ -186,7 +185,6 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.olm impo
     subscription_object,
 )
 
-FIELD_MANAGER = "gpuaas.platform"
 POLL = 2.0
 
 
@@ -356,12 +354,12 @@ class OlmOperator:
         if p["operator_group"]:
             groups = self.res(OLM_V1, "OperatorGroup")
             og = groups.get(self.og_name, ns)
-            if og is not None and ((og.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY:
+            if og is not None and ((og.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
                 self.delete(groups, self.og_name, ns, "OperatorGroup")
         if p["delete_namespace"]:
             nss = self.res("v1", "Namespace")
             live = nss.get(ns)
-            if live is not None and ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY:
+            if live is not None and ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
                 self.delete(nss, ns, None, "Namespace")
         if p["wait"] and not self.check:
             deadline = time.time() + p["wait_timeout"]

@@ -225,18 +225,19 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TENANT_LABEL, TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import COMPONENT_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TENANT_LABEL
 
 DRAIN_FIELD_MANAGER = "gpuaas.platform-drain"
-OWNED_SELECTOR = "%s=%s,%s=%s" % (builders.MANAGED_BY_LABEL, builders.MANAGED_BY_VALUE,
-                                  builders.COMPONENT_LABEL, builders.COMPONENT_VALUE)
+OWNED_SELECTOR = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+                                  COMPONENT_LABEL, builders.COMPONENT_VALUE)
 
 
 class TenantsScope(PruneScope):
     """Prune scope: objects of the tenants component, optionally only those of some tenants."""
 
     def __init__(self, kinds: t.Sequence[t.Tuple[str, str]], tenants: t.Optional[t.Sequence[str]] = None) -> None:
-        super().__init__(kinds, labels={builders.COMPONENT_LABEL: builders.COMPONENT_VALUE},
+        super().__init__(kinds, labels={COMPONENT_LABEL: builders.COMPONENT_VALUE},
                          require_tenant_label=False)
         self.only = set(tenants) if tenants is not None else None
 

@@ -19,33 +19,33 @@ import difflib
 import re
 import typing as t
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
-
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-# Kubernetes qualified name (resource names, label keys): optional DNS prefix + "/" + name.
-QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
-
-BINARY_SUFFIX = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
-DECIMAL_SUFFIX = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
-                  "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-                  "P": Decimal("1e15"), "E": Decimal("1e18")}
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import (
+    BORROW_POLICIES,
+    QUEUEING_STRATEGIES,
+    RECLAIM_POLICIES,
+    TAINT_EFFECTS,
+    WITHIN_CQ_POLICIES,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import (
+    DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
+    LABEL_VALUE,
+    QUALIFIED_NAME,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import (
+    is_accelerator,
+    parse_quantity,
+    quantity_text,
+)
 
 # Namespaces a tenant can never claim.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "kueue-system", "keda",
                      "gpu-operator", "nvidia-gpu-operator", "openshift", "monitoring")
 SYSTEM_NAMESPACE_PREFIXES = ("kube-", "openshift-")
 
-PREEMPTION_RECLAIM = ("Never", "LowerPriority", "Any")
-PREEMPTION_WITHIN_CQ = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
-PREEMPTION_BORROW = ("Never", "LowerPriority")
-QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 SCALE_TARGET_KINDS = {
     "Deployment": "apps/v1",
     "StatefulSet": "apps/v1",
@@ -70,52 +70,9 @@ IDLE_KEYS = ("after_minutes", "utilization_threshold", "wake_query", "wake_thres
 PROMETHEUS_KEYS = ("url", "token", "token_file", "token_secret", "ca_file", "validate_certs", "timeout")
 TOKEN_SECRET_KEYS = ("name", "namespace", "key")
 
-TENANT_LABEL = "gpuaas.io/tenant"
-
 
 class InventoryError(ValidationError):
     """The inventory has problems; ``problems`` lists every one with its path."""
-
-
-def parse_quantity(value: t.Any) -> Decimal:
-    """Parse a Kubernetes quantity (``8``, ``96``, ``500m``, ``1Ti``, ``1e3``) into a Decimal.
-
-    Raises ``ValueError`` with a readable reason when it is not a quantity.
-    """
-    if isinstance(value, bool) or value is None:
-        raise ValueError("%r is not a quantity" % (value,))
-    if isinstance(value, int):
-        return Decimal(value)
-    if isinstance(value, float):
-        return Decimal(repr(value))
-    text = str(value).strip()
-    match = QUANTITY.match(text)
-    if not match:
-        raise ValueError("%r is not a Kubernetes quantity (examples: 8, 500m, 96, 1Ti, 512Gi)" % (value,))
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        base = Decimal(number)
-    except InvalidOperation:
-        raise ValueError("%r is not a Kubernetes quantity (examples: 8, 500m, 96, 1Ti, 512Gi)" % (value,))
-    if suffix in BINARY_SUFFIX:
-        return base * BINARY_SUFFIX[suffix]
-    if suffix in DECIMAL_SUFFIX:
-        return base * DECIMAL_SUFFIX[suffix]
-    return base * (Decimal(10) ** int(suffix[1:]))
-
-
-def quantity_text(value: t.Any) -> str:
-    """The canonical text we send for a quantity: ints as their decimal string, strings unchanged."""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value).strip()
-
-
-def is_accelerator(resource: str) -> bool:
-    """GPU-like resources whose quota is checked against node capacity (``nvidia.com/gpu``, MIG, ...)."""
-    return resource.startswith("nvidia.com/") or resource.startswith("amd.com/") or resource.startswith("gpu.intel.com/")
 
 
 @dataclass
@@ -691,12 +648,12 @@ class _Parser:
         if not data:
             return Preemption()
         out = Preemption(
-            reclaim_within_cohort=self.enum(path + ".reclaim_within_cohort", data.get("reclaim_within_cohort"), PREEMPTION_RECLAIM),
-            within_cluster_queue=self.enum(path + ".within_cluster_queue", data.get("within_cluster_queue"), PREEMPTION_WITHIN_CQ),
+            reclaim_within_cohort=self.enum(path + ".reclaim_within_cohort", data.get("reclaim_within_cohort"), RECLAIM_POLICIES),
+            within_cluster_queue=self.enum(path + ".within_cluster_queue", data.get("within_cluster_queue"), WITHIN_CQ_POLICIES),
         )
         borrow = self.mapping(path + ".borrow_within_cohort", data.get("borrow_within_cohort"), BORROW_KEYS)
         if borrow:
-            out.borrow_policy = self.enum(path + ".borrow_within_cohort.policy", borrow.get("policy"), PREEMPTION_BORROW)
+            out.borrow_policy = self.enum(path + ".borrow_within_cohort.policy", borrow.get("policy"), BORROW_POLICIES)
             if borrow.get("max_priority_threshold") is not None:
                 out.borrow_max_priority_threshold = self.integer(path + ".borrow_within_cohort.max_priority_threshold",
                                                                  borrow.get("max_priority_threshold"))

@@ -25,7 +25,6 @@ import json
 import time
 import typing as t
 from concurrent.futures import ThreadPoolExecutor
-from decimal import Decimal, InvalidOperation
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     ApiException,
@@ -33,6 +32,15 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (  # noqa: F401 - re-exported for callers
+    FIELD_MANAGER,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    OWNED_SELECTOR,
+    TENANT_LABEL,
+    add_ownership,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import quantity_value
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_versions import (
     cohort_api_version,
     cohort_parent_field,
@@ -41,10 +49,6 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_ve
     kueue_api_version,
 )
 
-FIELD_MANAGER = "gpuaas.platform"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY_VALUE = "gpuaas.platform"
-TENANT_LABEL = "gpuaas.io/tenant"
 
 # Above this many desired objects of one kind missing from the owned LIST, LIST the kind unfiltered once
 # instead of one GET each.
@@ -97,42 +101,6 @@ READY_CONDITIONS: t.Dict[str, t.Dict[str, str]] = {
     "CustomResourceDefinition": {"type": "Established", "status": "True"},
 }
 
-try:
-    from kubernetes.utils.quantity import parse_quantity as _parse_quantity
-except ImportError:  # pragma: no cover
-    _parse_quantity = None
-
-_SUFFIXES = {
-    "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
-    "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18,
-}
-
-
-def parse_quantity(value: t.Any) -> t.Optional[Decimal]:
-    """Kubernetes quantity -> Decimal, or None when ``value`` is not a quantity."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    if not isinstance(value, str) or not value or value.strip() != value:
-        return None
-    if _parse_quantity is not None:
-        try:
-            return Decimal(_parse_quantity(value))
-        except (ValueError, TypeError, InvalidOperation):
-            return None
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):  # pragma: no cover - fallback
-        if suffix and value.endswith(suffix):
-            try:
-                return Decimal(value[: -len(suffix)]) * Decimal(_SUFFIXES[suffix])
-            except InvalidOperation:
-                return None
-    try:  # pragma: no cover
-        return Decimal(value)
-    except InvalidOperation:  # pragma: no cover
-        return None
-
 
 def scalar_equal(desired: t.Any, live: t.Any) -> bool:
     """Equality of two scalars, treating quantities canonically ("1Ti" == "1099511627776", "8" == 8)."""
@@ -142,7 +110,7 @@ def scalar_equal(desired: t.Any, live: t.Any) -> bool:
         return desired is live
     if isinstance(desired, (int, float)) and isinstance(live, (int, float)):
         return desired == live
-    qd, ql = parse_quantity(desired), parse_quantity(live)
+    qd, ql = quantity_value(desired), quantity_value(live)
     if qd is None or ql is None:
         return False
     return qd == ql
@@ -531,10 +499,7 @@ class ApplyEngine:
                               hint="set the namespace of the object")
         if not res.namespaced:
             meta.pop("namespace", None)
-        labels = meta.setdefault("labels", {})
-        labels[MANAGED_BY_LABEL] = MANAGED_BY_VALUE
-        if tenant and TENANT_LABEL not in labels:
-            labels[TENANT_LABEL] = tenant
+        add_ownership(meta.setdefault("labels", {}), tenant)
         for drop in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
             meta.pop(drop, None)
         obj.pop("status", None)
@@ -594,7 +559,7 @@ class ApplyEngine:
                     old = tasks[gk][1]
                     nss = None if (old is None or nss is None) else (old | nss)
                 tasks[gk] = (res, nss)
-        selector = "%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+        selector = OWNED_SELECTOR
         live: t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]] = {}
         candidates: t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]] = {}
         with self._pool() as pool:

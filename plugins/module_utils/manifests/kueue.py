@@ -12,25 +12,28 @@ Optional values left at None are omitted from the manifest (the API default appl
 
 from __future__ import annotations
 
-import re
 import typing as t
 from decimal import Decimal
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_NAME, LABEL_VALUE  # noqa: E501
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import (  # noqa: F401 - re-exported for the modules
+    BORROW_POLICIES,
+    FUNGIBILITY_OLD,
+    FUNGIBILITY_POLICIES,
+    FUNGIBILITY_PREFERENCES,
+    QUEUEING_STRATEGIES,
+    RECLAIM_POLICIES,
+    SELECTOR_OPERATORS,
+    STOP_POLICIES,
+    TAINT_EFFECTS,
+    TOLERATION_OPERATORS,
+    WITHIN_CQ_POLICIES,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import normalize_quantity, quantity_value
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 
-QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
-STOP_POLICIES = ("None", "Hold", "HoldAndDrain")
-RECLAIM_POLICIES = ("Never", "LowerPriority", "Any")
-WITHIN_CQ_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
-BORROW_POLICIES = ("Never", "LowerPriority")
-FUNGIBILITY_POLICIES = ("MayStopSearch", "TryNextFlavor")
-FUNGIBILITY_OLD = {"Borrow": "MayStopSearch", "Preempt": "MayStopSearch"}
-FUNGIBILITY_PREFERENCES = ("BorrowingOverPreemption", "PreemptionOverBorrowing")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-TOLERATION_OPERATORS = ("Equal", "Exists")
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 MAX_NODE_LABELS = 8
 MAX_NODE_TAINTS = 8
 MAX_TOLERATIONS = 8
@@ -38,16 +41,6 @@ MAX_RESOURCE_GROUPS = 16
 MAX_PER_GROUP = 64
 MAX_FLAVORS_TOTAL = 256
 INT32_MAX = 2 ** 31 - 1
-
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
-_BINARY = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
-_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal(10) ** 3,
-            "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15,
-            "E": Decimal(10) ** 18}
 
 
 # -- small helpers ------------------------------------------------------------------------------------------
@@ -67,35 +60,6 @@ def _get(d: t.Mapping[str, t.Any], snake: str, default: t.Any = None) -> t.Any:
     return default
 
 
-def quantity_value(value: t.Any) -> t.Optional[Decimal]:
-    """Decimal value of a Kubernetes quantity (str or number); None when it is not one."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return Decimal(value)
-    if isinstance(value, float):
-        return Decimal(repr(value))
-    if not isinstance(value, str) or not _QUANTITY.match(value):
-        return None
-    for suffix, mult in _BINARY.items():
-        if value.endswith(suffix):
-            return Decimal(value[:-2]) * mult
-    if value[-1] in _DECIMAL and not value[-1].isdigit():
-        return Decimal(value[:-1]) * _DECIMAL[value[-1]]
-    return Decimal(value)
-
-
-def normalize_quantity(value: t.Any) -> t.Any:
-    """Quantities are sent as strings (ints become '8'); other values are returned unchanged."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
-    return value
-
-
 def _check_quantity(problems: t.List[str], where: str, value: t.Any, allow_negative: bool = False) -> t.Optional[Decimal]:
     q = quantity_value(value)
     if q is None:
@@ -107,7 +71,7 @@ def _check_quantity(problems: t.List[str], where: str, value: t.Any, allow_negat
 
 
 def _check_name(problems: t.List[str], what: str, name: t.Any, label: bool = False) -> None:
-    pattern = _DNS1123_LABEL if label else _DNS1123_SUBDOMAIN
+    pattern = DNS1123_LABEL if label else DNS1123_SUBDOMAIN
     limit = 63 if label else 253
     if not isinstance(name, str) or not name:
         problems.append("%s: a name is required" % what)
@@ -121,14 +85,14 @@ def _check_label_key(problems: t.List[str], where: str, key: t.Any) -> None:
         problems.append("%s: label key %r is empty or not a string" % (where, key))
         return
     prefix, _sep, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
         problems.append("%s: label key prefix %r must be a DNS subdomain" % (where, prefix))
-    if len(name) > 63 or not _LABEL_NAME.match(name):
+    if len(name) > 63 or not LABEL_NAME.match(name):
         problems.append("%s: label key %r is invalid (alphanumerics, '-', '_', '.'; at most 63 characters)" % (where, key))
 
 
 def _check_label_value(problems: t.List[str], where: str, value: t.Any) -> None:
-    if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+    if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
         problems.append("%s: label value %r is invalid (a string of alphanumerics, '-', '_', '.'; at most 63 "
                         "characters; quote numbers and booleans in YAML)" % (where, value))
 

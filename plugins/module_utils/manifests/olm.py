@@ -13,15 +13,14 @@ import json
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 
 OLM_V1ALPHA1 = "operators.coreos.com/v1alpha1"
 OLM_V1 = "operators.coreos.com/v1"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "gpuaas.platform"
 
 
 def owned_labels() -> t.Dict[str, str]:
-    return {MANAGED_BY_LABEL: MANAGED_BY}
+    return {MANAGED_BY_LABEL: MANAGED_BY_VALUE}
 
 
 def namespace_object(name: str, labels: t.Optional[t.Dict[str, str]] = None) -> t.Dict[str, t.Any]:

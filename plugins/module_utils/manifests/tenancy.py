@@ -24,17 +24,15 @@ import base64
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue as kb
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, add_ownership
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import ACCELERATOR_PREFIXES
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import (
-    TENANT_LABEL,
     Autoscaling,
     PrometheusSettings,
     Tenant,
     TenantModel,
 )
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY_VALUE = "gpuaas.platform"
-COMPONENT_LABEL = "gpuaas.io/component"
 COMPONENT_VALUE = "tenants"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 OPENSHIFT_KUEUE_LABEL = "kueue.openshift.io/managed"
@@ -71,11 +69,9 @@ MANAGED_KINDS: t.Tuple[t.Tuple[str, str], ...] = (
 def labels_for(tenant: t.Optional[str] = None, extra: t.Optional[t.Mapping[str, str]] = None) -> t.Dict[str, str]:
     """Ownership labels (plus ``extra``) of an object built here."""
     labels = dict(extra or {})
-    labels[MANAGED_BY_LABEL] = MANAGED_BY_VALUE
-    labels[COMPONENT_LABEL] = COMPONENT_VALUE
     if tenant:
         labels[TENANT_LABEL] = tenant
-    return labels
+    return add_ownership(labels, component=COMPONENT_VALUE)
 
 
 def _meta(name: str, tenant: t.Optional[str] = None, namespace: t.Optional[str] = None,
@@ -234,8 +230,7 @@ def tenant_cluster_role_binding(tenant: Tenant, subjects: t.List[t.Dict[str, str
 
 # -- admission policy ----------------------------------------------------------------------------------------
 
-GPU_PREFIXES = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
-_GPU_PREFIX_CEL = " || ".join("k.startsWith('%s')" % p for p in GPU_PREFIXES)
+_GPU_PREFIX_CEL = " || ".join("k.startsWith('%s')" % p for p in ACCELERATOR_PREFIXES)
 _CONTAINER_GPU_CEL = (
     "(has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, %s)) || "
     "(has(c.resources.requests) && c.resources.requests.exists(k, %s))))" % (_GPU_PREFIX_CEL, _GPU_PREFIX_CEL))

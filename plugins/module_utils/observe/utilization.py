@@ -23,7 +23,7 @@ import math
 import re
 import typing as t
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import is_accelerator, parse_quantity
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import is_accelerator, parse_quantity
 
 Labels = t.Dict[str, str]
 Matrix = t.List[t.Tuple[Labels, t.List[t.Tuple[float, float]]]]

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# The supported ansible-core x Python matrix (make test-matrix). For every entry "<python>:<ansible-core>":
+#   1. a venv in $MATRIX_HOME (cached; rebuilt when this file's requirements change) with that ansible-core,
+#      the collection's requirements.txt and the test tools;
+#   2. unit tests (tests/unit);
+#   3. sanity-lite: every Python file compiles with that Python, every module and module_util imports with that
+#      ansible-core, ansible-doc renders every module and role argument spec, every playbook passes --syntax-check;
+#   4. with a lab (LAB_DIR/env exists): tests/integration/test_awx_runner.py, the AWX-shaped ansible-runner
+#      job (onboard -> validate -> offboard) with that ansible-core.
+# Results: one line per entry and stage in $MATRIX_HOME/results.txt; exit status non-zero if anything failed.
+#   MATRIX="3.11:2.16 3.13:2.21" bash tests/matrix/matrix.sh
+#   MATRIX_STAGES="unit sanity" bash tests/matrix/matrix.sh          # without the lab stage
+set -uo pipefail
+
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+MATRIX=${MATRIX:-"3.10:2.16 3.11:2.16 3.11:2.18 3.12:2.18 3.12:2.21 3.13:2.21"}
+MATRIX_STAGES=${MATRIX_STAGES-"unit sanity lab"}
+MATRIX_HOME=${MATRIX_HOME:-$HOME/.cache/gpuaas-matrix}
+COLL_ROOT=${COLL_ROOT:-$REPO/.build}
+LAB_DIR=${LAB_DIR:-$REPO/.lab}
+# kubernetes.core and ansible.posix come from the main venv's `ansible` package (collections are Python-agnostic)
+MAIN_COLLECTIONS=$(ls -d "$REPO"/.venv/lib/python3*/site-packages 2>/dev/null | paste -sd: -)
+TEST_REQS=(pytest "prometheus-client>=0.20.0" "ansible-runner>=2.4" "ansible-builder>=3.1")
+
+find_python() {  # find_python 3.11 -> path of a python3.11
+    local v=$1 p
+    for p in "$HOME"/.pyenv/versions/"$v".*/bin/python3 "python$v"; do
+        # pyenv shims exist for every version but only run the selected ones: check it really starts
+        if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import sys' >/dev/null 2>&1; then command -v "$p"; return 0; fi
+    done
+    return 1
+}
+
+mkdir -p "$MATRIX_HOME"
+results="$MATRIX_HOME/results.txt"
+: > "$results"
+failed=0
+record() {  # record <entry> <stage> <status> <seconds> [detail]
+    printf '%-10s %-7s %-5s %4ss %s\n' "$1" "$2" "$3" "$4" "${5:-}" | tee -a "$results"
+    [ "$3" = PASS ] || [ "$3" = SKIP ] || failed=1
+}
+
+for entry in $MATRIX; do
+    py=${entry%%:*}
+    core=${entry##*:}
+    venv="$MATRIX_HOME/py$py-core$core"
+    stamp=$(printf '%s\n' "$core" "${TEST_REQS[@]}" | cat - "$REPO/requirements.txt" | md5sum | cut -c1-12)
+    t0=$SECONDS
+    if [ "$(cat "$venv/.stamp" 2>/dev/null)" != "$stamp" ]; then
+        python=$(find_python "$py") || { record "$entry" venv FAIL 0 "no python$py (pyenv install $py)"; continue; }
+        rm -rf "$venv"
+        if ! { "$python" -m venv "$venv" && "$venv/bin/python" -m pip install -q --upgrade pip &&
+               "$venv/bin/python" -m pip install -q "ansible-core==$core.*" -r "$REPO/requirements.txt" "${TEST_REQS[@]}"; } \
+               > "$MATRIX_HOME/py$py-core$core.install.log" 2>&1; then
+            record "$entry" venv FAIL $((SECONDS - t0)) "see $MATRIX_HOME/py$py-core$core.install.log"
+            continue
+        fi
+        echo "$stamp" > "$venv/.stamp"
+    fi
+    version=$("$venv/bin/python" -c 'from ansible.release import __version__; import sys; print("%s/py%d.%d.%d" % ((__version__,) + sys.version_info[:3]))')
+    record "$entry" venv PASS $((SECONDS - t0)) "ansible-core $version"
+    export ANSIBLE_COLLECTIONS_PATH="$COLL_ROOT:$MAIN_COLLECTIONS"
+    export ANSIBLE_CONFIG="$REPO/ansible.cfg"
+    export ANSIBLE_PYTHON_INTERPRETER="$venv/bin/python"
+    log="$MATRIX_HOME/py$py-core$core"
+
+    for stage in $MATRIX_STAGES; do
+        t0=$SECONDS
+        case $stage in
+        unit)
+            if (cd "$REPO" && PYTHONPATH="$COLL_ROOT" PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit) > "$log.unit.log" 2>&1; then
+                record "$entry" unit PASS $((SECONDS - t0)) "$(tail -1 "$log.unit.log")"
+            else
+                record "$entry" unit FAIL $((SECONDS - t0)) "$(tail -1 "$log.unit.log") (see $log.unit.log)"
+            fi ;;
+        sanity)
+            if PATH="$venv/bin:$PATH" "$venv/bin/python" "$REPO/tests/matrix/sanity_lite.py" "$COLL_ROOT/ansible_collections/gpuaas/platform" > "$log.sanity.log" 2>&1; then
+                record "$entry" sanity PASS $((SECONDS - t0)) "$(tail -1 "$log.sanity.log")"
+            else
+                record "$entry" sanity FAIL $((SECONDS - t0)) "$(tail -1 "$log.sanity.log") (see $log.sanity.log)"
+            fi ;;
+        lab)
+            if [ ! -f "$LAB_DIR/env" ]; then
+                record "$entry" lab SKIP 0 "no lab at $LAB_DIR (make lab-up)"
+                continue
+            fi
+            if (cd "$REPO" && LAB_DIR="$LAB_DIR" PATH="$venv/bin:$LAB_DIR/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/integration/test_awx_runner.py) > "$log.lab.log" 2>&1; then
+                record "$entry" lab PASS $((SECONDS - t0)) "$(tail -1 "$log.lab.log")"
+            else
+                record "$entry" lab FAIL $((SECONDS - t0)) "$(tail -1 "$log.lab.log") (see $log.lab.log)"
+            fi ;;
+        *) record "$entry" "$stage" FAIL 0 "unknown stage" ;;
+        esac
+    done
+done
+echo "--- results ($results)"
+cat "$results"
+exit $failed
