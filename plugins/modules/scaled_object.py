@@ -166,7 +166,7 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ObjectRef
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
 

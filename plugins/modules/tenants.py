@@ -213,11 +213,8 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import (
-    ApplyEngine,
-    ObjectRef,
-    PruneScope,
-)
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, PruneScope
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     K8S_AUTH_ARG_SPEC,
     ApiException,

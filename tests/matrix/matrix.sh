@@ -21,7 +21,7 @@ COLL_ROOT=${COLL_ROOT:-$REPO/.build}
 LAB_DIR=${LAB_DIR:-$REPO/.lab}
 # kubernetes.core and ansible.posix come from the main venv's `ansible` package (collections are Python-agnostic)
 MAIN_COLLECTIONS=$(ls -d "$REPO"/.venv/lib/python3*/site-packages 2>/dev/null | paste -sd: -)
-TEST_REQS=(pytest "prometheus-client>=0.20.0" "ansible-runner>=2.4" "ansible-builder>=3.1")
+TEST_REQS=(pytest "prometheus-client>=0.20.0" "grafana-foundation-sdk>=10.1.0" "ansible-runner>=2.4" "ansible-builder>=3.1")
 
 find_python() {  # find_python 3.11 -> path of a python3.11
     local v=$1 p
@@ -58,6 +58,14 @@ for entry in $MATRIX; do
         fi
         echo "$stamp" > "$venv/.stamp"
     fi
+    # ansible-core < 2.19 has no ansible.module_utils.testing (the unit tests' patch_module_args)
+    "$venv/bin/python" - "$REPO/tests/matrix/compat/ansible_module_utils_testing.py" <<'PY' || { record "$entry" venv FAIL $((SECONDS - t0)) "compat shim"; continue; }
+import os, shutil, sys
+import ansible.module_utils as mu
+target = os.path.join(os.path.dirname(mu.__file__), "testing.py")
+if not os.path.exists(target):
+    shutil.copy(sys.argv[1], target)
+PY
     version=$("$venv/bin/python" -c 'from ansible.release import __version__; import sys; print("%s/py%d.%d.%d" % ((__version__,) + sys.version_info[:3]))')
     record "$entry" venv PASS $((SECONDS - t0)) "ansible-core $version"
     export ANSIBLE_COLLECTIONS_PATH="$COLL_ROOT:$MAIN_COLLECTIONS"

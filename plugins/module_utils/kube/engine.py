@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 import typing as t
 from concurrent.futures import ThreadPoolExecutor
 
@@ -32,15 +31,17 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (  # noqa: F401 - re-exported for callers
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import fields_covered, is_subset, owned_fields, project, strip_none
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kinds import tier_of
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (
     FIELD_MANAGER,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     OWNED_SELECTOR,
-    TENANT_LABEL,
     add_ownership,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import quantity_value
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, ObjectResult, PruneScope, ReconcileResult
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.waiter import Waiter
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_versions import (
     cohort_api_version,
     cohort_parent_field,
@@ -54,397 +55,14 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_ve
 # instead of one GET each.
 GET_THRESHOLD = 16
 
-# Dependency tiers: lower tiers are applied first and deleted last.
-KIND_TIERS: t.Dict[str, int] = {
-    "CustomResourceDefinition": 0,
-    "Namespace": 0,
-    "PriorityClass": 1,
-    "StorageClass": 1,
-    "ClusterRole": 1,
-    "ServiceAccount": 1,
-    "Secret": 1,
-    "ConfigMap": 1,
-    "ResourceQuota": 1,
-    "LimitRange": 1,
-    "ValidatingAdmissionPolicy": 1,
-    "ResourceFlavor": 2,
-    "Cohort": 2,
-    "WorkloadPriorityClass": 2,
-    "AdmissionCheck": 2,
-    "Topology": 2,
-    "ProvisioningRequestConfig": 2,
-    "Role": 2,
-    "ClusterRoleBinding": 2,
-    "ValidatingAdmissionPolicyBinding": 2,
-    "ClusterQueue": 3,
-    "RoleBinding": 3,
-    "NetworkPolicy": 3,
-    "LocalQueue": 4,
-    "TriggerAuthentication": 4,
-    "ClusterTriggerAuthentication": 4,
-    "Service": 4,
-    "Deployment": 5,
-    "StatefulSet": 5,
-    "Job": 5,
-    "ServiceMonitor": 5,
-    "ScaledObject": 6,
-    "ScaledJob": 6,
-}
-DEFAULT_TIER = 5
 
-# Readiness used by wait=True when no explicit condition is given.
-READY_CONDITIONS: t.Dict[str, t.Dict[str, str]] = {
-    "ClusterQueue": {"type": "Active", "status": "True"},
-    "LocalQueue": {"type": "Active", "status": "True"},
-    "Deployment": {"type": "Available", "status": "True"},
-    "ScaledObject": {"type": "Ready", "status": "True"},
-    "CustomResourceDefinition": {"type": "Established", "status": "True"},
-}
-
-
-def scalar_equal(desired: t.Any, live: t.Any) -> bool:
-    """Equality of two scalars, treating quantities canonically ("1Ti" == "1099511627776", "8" == 8)."""
-    if desired == live and type(desired) is type(live):
-        return True
-    if isinstance(desired, bool) or isinstance(live, bool):
-        return desired is live
-    if isinstance(desired, (int, float)) and isinstance(live, (int, float)):
-        return desired == live
-    qd, ql = quantity_value(desired), quantity_value(live)
-    if qd is None or ql is None:
-        return False
-    return qd == ql
-
-
-# -- managedFields helpers ------------------------------------------------------------------------------
-
-def owned_fields(obj: t.Mapping[str, t.Any], manager: str = FIELD_MANAGER,
-                 api_version: t.Optional[str] = None) -> t.Optional[t.Dict[str, t.Any]]:
-    """The fieldsV1 set applied by ``manager`` (merged over its Apply entries), or None when it owns nothing.
-
-    When ``api_version`` is given, entries recorded for another API version make the result None
-    (their field names may differ; the next apply re-records them).
-    """
-    merged: t.Optional[t.Dict[str, t.Any]] = None
-    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
-        if entry.get("manager") != manager or entry.get("operation") != "Apply":
-            continue
-        if entry.get("subresource"):
-            continue
-        if api_version and entry.get("apiVersion") not in (None, api_version):
-            return None
-        merged = _merge_fields(merged or {}, entry.get("fieldsV1") or {})
-    return merged
-
-
-def _merge_fields(a: t.Dict[str, t.Any], b: t.Dict[str, t.Any]) -> t.Dict[str, t.Any]:
-    out = dict(a)
-    for key, sub in b.items():
-        out[key] = _merge_fields(out.get(key) or {}, sub or {}) if key in out else sub
-    return out
-
-
-def _match_key(element: t.Any, keyobj: t.Mapping[str, t.Any]) -> bool:
-    if not isinstance(element, dict):
-        return False
-    return all(k in element and scalar_equal(v, element[k]) for k, v in keyobj.items())
-
-
-def _has_list_keys(fields: t.Optional[t.Mapping[str, t.Any]]) -> bool:
-    return bool(fields) and any(k[:2] in ("k:", "v:", "i:") for k in fields)  # type: ignore[union-attr]
-
-
-def fields_covered(fields: t.Mapping[str, t.Any], value: t.Any) -> bool:
-    """Whether every path of the fieldset ``fields`` exists in ``value`` (desired object).
-
-    False means the desired object no longer sets a field this manager owns: applying it would remove
-    that field, so the object has changed.
-    """
-    for key, sub in fields.items():
-        if key == ".":
-            continue
-        prefix, rest = key[:2], key[2:]
-        if prefix == "f:":
-            if not isinstance(value, dict) or rest not in value:
-                return False
-            if sub and not fields_covered(sub, value[rest]):
-                return False
-        elif prefix == "k:":
-            if not isinstance(value, list):
-                return False
-            try:
-                keyobj = json.loads(rest)
-            except ValueError:
-                return False
-            match = next((e for e in value if _match_key(e, keyobj)), None)
-            if match is None:
-                return False
-            if sub and not fields_covered(sub, match):
-                return False
-        elif prefix == "v:":
-            if not isinstance(value, list):
-                return False
-            try:
-                val = json.loads(rest)
-            except ValueError:
-                return False
-            if not any(scalar_equal(val, e) or val == e for e in value):
-                return False
-        elif prefix == "i:":
-            if not isinstance(value, list):
-                return False
-            idx = int(rest)
-            if idx >= len(value):
-                return False
-            if sub and not fields_covered(sub, value[idx]):
-                return False
-    return True
-
-
-def project(obj: t.Any, fields: t.Optional[t.Mapping[str, t.Any]]) -> t.Any:
-    """The part of ``obj`` described by the fieldset ``fields`` (a whole value when ``fields`` is empty)."""
-    if not fields:
-        return copy.deepcopy(obj)
-    if isinstance(obj, dict):
-        out: t.Dict[str, t.Any] = {}
-        for key, sub in fields.items():
-            if key.startswith("f:") and key[2:] in obj:
-                out[key[2:]] = project(obj[key[2:]], sub)
-        return out
-    if isinstance(obj, list):
-        items = []
-        for key, sub in fields.items():
-            if key.startswith("k:"):
-                try:
-                    keyobj = json.loads(key[2:])
-                except ValueError:
-                    continue
-                for element in obj:
-                    if _match_key(element, keyobj):
-                        items.append(project(element, {k: v for k, v in (sub or {}).items() if k != "."} or {}))
-                        break
-            elif key.startswith("v:"):
-                try:
-                    items.append(json.loads(key[2:]))
-                except ValueError:
-                    continue
-            elif key.startswith("i:") and int(key[2:]) < len(obj):
-                items.append(project(obj[int(key[2:])], sub))
-        return items
-    return copy.deepcopy(obj)
-
-
-def is_subset(desired: t.Any, live: t.Any, fields: t.Optional[t.Mapping[str, t.Any]] = None) -> bool:
-    """Recursive "desired ⊆ live" with canonical quantities.
-
-    Lists are compared element by element with equal length, except associative lists (the owned
-    fieldset lists them by key), where every desired element must match a distinct live element and
-    other managers' extra elements are allowed.
-    """
-    if isinstance(desired, dict):
-        if not isinstance(live, dict):
-            return False
-        for key, value in desired.items():
-            if key not in live:
-                return False
-            sub = (fields or {}).get("f:%s" % key) if fields else None
-            if not is_subset(value, live[key], sub):
-                return False
-        return True
-    if isinstance(desired, list):
-        if not isinstance(live, list):
-            return False
-        if _has_list_keys(fields):
-            used: t.Set[int] = set()
-            for element in desired:
-                found = False
-                for idx, candidate in enumerate(live):
-                    if idx not in used and is_subset(element, candidate):
-                        used.add(idx)
-                        found = True
-                        break
-                if not found:
-                    return False
-            return True
-        if len(desired) != len(live):
-            return False
-        return all(is_subset(d, lv) for d, lv in zip(desired, live))
-    return scalar_equal(desired, live)
-
-
-def strip_none(value: t.Any) -> t.Any:
-    """Drop None values recursively (None means "not set" in our builders)."""
-    if isinstance(value, dict):
-        return {k: strip_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [strip_none(v) for v in value if v is not None]
-    return value
-
-
-# -- references and results -----------------------------------------------------------------------------
-
-class ObjectRef:
-    """apiVersion/kind/namespace/name of one object."""
-
-    __slots__ = ("api_version", "kind", "name", "namespace")
-
-    def __init__(self, api_version: str, kind: str, name: str, namespace: t.Optional[str] = None) -> None:
-        self.api_version = api_version
-        self.kind = kind
-        self.name = name
-        self.namespace = namespace or None
-
-    @classmethod
-    def from_object(cls, obj: t.Mapping[str, t.Any]) -> "ObjectRef":
-        meta = obj.get("metadata") or {}
-        return cls(obj.get("apiVersion", ""), obj.get("kind", ""), meta.get("name", ""), meta.get("namespace"))
-
-    @property
-    def key(self) -> t.Tuple[str, str, str]:
-        return (self.kind, self.namespace or "", self.name)
-
-    def __str__(self) -> str:
-        if self.namespace:
-            return "%s %s/%s" % (self.kind, self.namespace, self.name)
-        return "%s %s" % (self.kind, self.name)
-
-    def __repr__(self) -> str:
-        return "ObjectRef(%s)" % self
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ObjectRef) and self.key == other.key
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    def to_dict(self) -> t.Dict[str, t.Any]:
-        out = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
-        if self.namespace:
-            out["namespace"] = self.namespace
-        return out
-
-
-class PruneScope:
-    """Which owned objects prune may delete.
-
-    ``kinds``: (api_version, kind) pairs to consider. Only objects carrying
-    ``app.kubernetes.io/managed-by=gpuaas.platform`` *and* ``gpuaas.io/tenant`` (equal to ``tenant``
-    when given) and every ``labels`` pair are candidates; ``namespaces`` restricts namespaced kinds.
-    """
-
-    def __init__(self, kinds: t.Sequence[t.Tuple[str, str]], tenant: t.Optional[str] = None,
-                 namespaces: t.Optional[t.Sequence[str]] = None,
-                 labels: t.Optional[t.Mapping[str, str]] = None,
-                 require_tenant_label: bool = True) -> None:
-        self.kinds = [tuple(k) for k in kinds]
-        self.tenant = tenant
-        self.namespaces = list(namespaces) if namespaces is not None else None
-        self.labels = dict(labels or {})
-        self.require_tenant_label = require_tenant_label
-
-    def label_selector(self) -> str:
-        parts = ["%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE)]
-        if self.tenant:
-            parts.append("%s=%s" % (TENANT_LABEL, self.tenant))
-        elif self.require_tenant_label:
-            parts.append(TENANT_LABEL)
-        parts.extend("%s=%s" % kv for kv in sorted(self.labels.items()))
-        return ",".join(parts)
-
-    def matches(self, obj: t.Mapping[str, t.Any]) -> bool:
-        meta = obj.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        if labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE:
-            return False
-        if self.tenant and labels.get(TENANT_LABEL) != self.tenant:
-            return False
-        if not self.tenant and self.require_tenant_label and TENANT_LABEL not in labels:
-            return False
-        if any(labels.get(k) != v for k, v in self.labels.items()):
-            return False
-        if self.namespaces is not None and meta.get("namespace") and meta["namespace"] not in self.namespaces:
-            return False
-        return True
-
-
-class ObjectResult:
-    """What happened to one object: created, updated, unchanged or deleted."""
-
-    __slots__ = ("ref", "action", "before", "after", "object", "simulated")
-
-    def __init__(self, ref: ObjectRef, action: str, before: t.Any = None, after: t.Any = None,
-                 obj: t.Optional[t.Dict[str, t.Any]] = None, simulated: bool = False) -> None:
-        self.ref = ref
-        self.action = action
-        self.before = before
-        self.after = after
-        self.object = obj
-        self.simulated = simulated
-
-    @property
-    def changed(self) -> bool:
-        return self.action in ("created", "updated", "deleted")
-
-    def diff(self) -> t.Dict[str, t.Any]:
-        return {
-            "before": self.before if self.before is not None else {},
-            "after": self.after if self.after is not None else {},
-            "before_header": "%s (live)" % self.ref,
-            "after_header": "%s (%s)" % (self.ref, self.action),
-        }
-
-
-class ReconcileResult:
-    """Outcome of ``ApplyEngine.reconcile`` / ``ApplyEngine.delete``."""
-
-    def __init__(self, check_mode: bool = False) -> None:
-        self.check_mode = check_mode
-        self.results: t.List[ObjectResult] = []
-        self.api_versions: t.Dict[str, str] = {}
-        self.requests: t.Dict[str, int] = {"list": 0, "get": 0, "apply": 0, "delete": 0}
-
-    def add(self, result: ObjectResult) -> None:
-        self.results.append(result)
-
-    def by_action(self, action: str) -> t.List[ObjectResult]:
-        return [r for r in self.results if r.action == action]
-
-    @property
-    def changed(self) -> bool:
-        return any(r.changed for r in self.results)
-
-    def find(self, kind: str, name: str, namespace: t.Optional[str] = None) -> t.Optional[ObjectResult]:
-        for r in self.results:
-            if r.ref.kind == kind and r.ref.name == name and (r.ref.namespace or None) == (namespace or None):
-                return r
-        return None
-
-    def to_module_result(self, diff: bool = False) -> t.Dict[str, t.Any]:
-        out: t.Dict[str, t.Any] = {
-            "changed": self.changed,
-            "created": [r.ref.to_dict() for r in self.by_action("created")],
-            "updated": [r.ref.to_dict() for r in self.by_action("updated")],
-            "deleted": [r.ref.to_dict() for r in self.by_action("deleted")],
-            "summary": {a: len(self.by_action(a)) for a in ("created", "updated", "unchanged", "deleted")},
-        }
-        if self.api_versions:
-            out["api_versions"] = dict(self.api_versions)
-        if diff:
-            out["diff"] = [r.diff() for r in self.results if r.changed]
-        return out
-
-
-class _Desired:
+class DesiredObject:
     __slots__ = ("obj", "ref", "res")
 
     def __init__(self, obj: t.Dict[str, t.Any], ref: ObjectRef, res: ApiResource) -> None:
         self.obj = obj
         self.ref = ref
         self.res = res
-
-
-def tier_of(kind: str) -> int:
-    return KIND_TIERS.get(kind, DEFAULT_TIER)
 
 
 class ApplyEngine:
@@ -479,7 +97,7 @@ class ApplyEngine:
             version = self._cohort_version
         return convert_for_version(obj, version, self._cohort_parent)
 
-    def prepare(self, obj: t.Mapping[str, t.Any], tenant: t.Optional[str] = None) -> _Desired:
+    def prepare(self, obj: t.Mapping[str, t.Any], tenant: t.Optional[str] = None) -> DesiredObject:
         """Validate, convert (Kueue version) and label one desired object."""
         if not isinstance(obj, dict):
             raise GpuaasError("desired object %r is not a mapping" % (obj,),
@@ -503,7 +121,7 @@ class ApplyEngine:
         for drop in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
             meta.pop(drop, None)
         obj.pop("status", None)
-        return _Desired(obj, ObjectRef.from_object(obj), res)
+        return DesiredObject(obj, ObjectRef.from_object(obj), res)
 
     # -- helpers --------------------------------------------------------------------------------------
     def _pool(self) -> ThreadPoolExecutor:
@@ -536,7 +154,7 @@ class ApplyEngine:
                 items.extend(one(ns))
             return items
 
-    def _live_index(self, groups: t.Dict[t.Tuple[str, str], t.List[_Desired]],
+    def _live_index(self, groups: t.Dict[t.Tuple[str, str], t.List[DesiredObject]],
                     prune: t.Optional[PruneScope], result: ReconcileResult
                     ) -> t.Tuple[t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]],
                                  t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]]]:
@@ -571,7 +189,7 @@ class ApplyEngine:
             if gk in prune_kinds and prune is not None:
                 candidates[gk] = [i for i in items if prune.matches(i)]
         # Desired objects not in the owned LIST: new, or existing without our label.
-        missing: t.List[_Desired] = []
+        missing: t.List[DesiredObject] = []
         for gk, items in groups.items():
             miss = [d for d in items if d.ref.key not in live]
             if len(miss) > GET_THRESHOLD:
@@ -582,7 +200,7 @@ class ApplyEngine:
             else:
                 missing.extend(miss)
 
-        def get(d: _Desired) -> t.Tuple[_Desired, t.Optional[t.Dict[str, t.Any]]]:
+        def get(d: DesiredObject) -> t.Tuple[DesiredObject, t.Optional[t.Dict[str, t.Any]]]:
             result.requests["get"] += 1
             try:
                 return d, d.res.get(d.ref.name, d.ref.namespace)
@@ -642,7 +260,7 @@ class ApplyEngine:
                   ) -> ReconcileResult:
         """Make the cluster match ``desired`` (and delete owned, undesired objects in ``prune`` scope)."""
         result = ReconcileResult(self.check_mode)
-        prepared: t.List[_Desired] = []
+        prepared: t.List[DesiredObject] = []
         seen: t.Dict[t.Tuple[str, str, str], ObjectRef] = {}
         for obj in desired:
             d = self.prepare(obj, tenant)
@@ -655,7 +273,7 @@ class ApplyEngine:
         if self._kueue_version:
             result.api_versions["kueue.x-k8s.io"] = self._kueue_version
 
-        groups: t.Dict[t.Tuple[str, str], t.List[_Desired]] = {}
+        groups: t.Dict[t.Tuple[str, str], t.List[DesiredObject]] = {}
         for d in prepared:
             groups.setdefault((d.res.api_version, d.res.kind), []).append(d)
         live, candidates = self._live_index(groups, prune, result)
@@ -663,7 +281,7 @@ class ApplyEngine:
         # Namespaces that do not exist yet: in check mode their content cannot be dry-run.
         new_namespaces = {d.ref.name for d in prepared if d.ref.kind == "Namespace" and d.ref.key not in live}
 
-        todo: t.Dict[int, t.List[t.Tuple[_Desired, str, t.Optional[t.Dict[str, t.Any]]]]] = {}
+        todo: t.Dict[int, t.List[t.Tuple[DesiredObject, str, t.Optional[t.Dict[str, t.Any]]]]] = {}
         for d in prepared:
             current = None if d.ref.key in self.assume_deleted else live.get(d.ref.key)
             action = self.compare(d.obj, current)
@@ -700,7 +318,7 @@ class ApplyEngine:
                             wait_timeout, wait_sleep, result)
         return result
 
-    def _apply_one(self, item: t.Tuple[_Desired, str, t.Optional[t.Dict[str, t.Any]]], new_namespaces: t.Set[str],
+    def _apply_one(self, item: t.Tuple[DesiredObject, str, t.Optional[t.Dict[str, t.Any]]], new_namespaces: t.Set[str],
                    result: ReconcileResult) -> t.Any:
         d, action, current = item
         if self.check_mode and ((d.ref.namespace and d.ref.namespace in new_namespaces)
@@ -818,93 +436,12 @@ class ApplyEngine:
             if errors:
                 self._raise_many(errors, "delete", result)
 
-    # -- waits ----------------------------------------------------------------------------------------
-    @staticmethod
-    def condition_met(obj: t.Mapping[str, t.Any], condition: t.Mapping[str, t.Any]) -> bool:
-        status = obj.get("status") or {}
-        want_status = str(condition.get("status", "True"))
-        for cond in status.get("conditions") or []:
-            if cond.get("type") != condition.get("type"):
-                continue
-            if str(cond.get("status")) != want_status:
-                return False
-            if condition.get("reason") and cond.get("reason") != condition["reason"]:
-                return False
-            return True
-        return False
-
+    # -- waits (kube/waiter.py) -------------------------------------------------------------------------
     def wait_ready(self, results: t.Sequence[ObjectResult], condition: t.Optional[t.Mapping[str, t.Any]] = None,
                    timeout: float = 120, sleep: float = 2.0, result: t.Optional[ReconcileResult] = None) -> None:
         """Wait until every object meets ``condition`` (default: its kind's readiness condition)."""
-        pending = []
-        for r in results:
-            cond = condition or READY_CONDITIONS.get(r.ref.kind)
-            if cond:
-                pending.append((r, cond))
-        deadline = time.monotonic() + timeout
-        last: t.Dict[ObjectRef, t.Any] = {}
-        while pending:
-            still = []
-            for r, cond in pending:
-                res = self.client.resource(r.ref.api_version, r.ref.kind)
-                if result is not None:
-                    result.requests["get"] += 1
-                try:
-                    obj = res.get(r.ref.name, r.ref.namespace)
-                except ApiException as exc:
-                    raise translate_api_exception(exc, "read", str(r.ref))
-                if obj is not None and self.condition_met(obj, cond):
-                    r.object = obj
-                    continue
-                last[r.ref] = obj
-                still.append((r, cond))
-            pending = still
-            if not pending:
-                return
-            if time.monotonic() >= deadline:
-                problems = []
-                for r, cond in pending:
-                    obj = last.get(r.ref) or {}
-                    conds = [c for c in ((obj.get("status") or {}).get("conditions") or [])
-                             if c.get("type") == cond.get("type")]
-                    if conds:
-                        detail = "%s=%s (%s: %s)" % (conds[0].get("type"), conds[0].get("status"),
-                                                     conds[0].get("reason"), conds[0].get("message"))
-                    else:
-                        detail = "no %s condition yet" % cond.get("type")
-                    problems.append("%s: %s" % (r.ref, detail))
-                hint = "check the objects' status and the controller's logs"
-                if any(r.ref.kind in ("ClusterQueue", "LocalQueue") for r, _c in pending):
-                    hint = ("a ClusterQueue is Active only when its ResourceFlavors (and AdmissionChecks) exist and "
-                            "kueue-controller-manager runs; a LocalQueue needs an Active ClusterQueue")
-                raise GpuaasError("timed out after %ss waiting for %d objects to become ready" % (timeout, len(pending)),
-                                  hint=hint, problems=problems)
-            time.sleep(sleep)
+        Waiter(self.client).wait_ready(results, condition, timeout, sleep, result)
 
     def wait_gone(self, results: t.Sequence[ObjectResult], timeout: float = 120, sleep: float = 2.0) -> None:
         """Wait until deleted objects are really gone (finalizers done)."""
-        pending = list(results)
-        deadline = time.monotonic() + timeout
-        while pending:
-            still = []
-            for r in pending:
-                res = self.client.resource(r.ref.api_version, r.ref.kind)
-                try:
-                    obj = res.get(r.ref.name, r.ref.namespace)
-                except ApiException as exc:
-                    raise translate_api_exception(exc, "read", str(r.ref))
-                if obj is not None:
-                    r.object = obj
-                    still.append(r)
-            pending = still
-            if not pending:
-                return
-            if time.monotonic() >= deadline:
-                problems = ["%s: finalizers %s" % (r.ref, ((r.object or {}).get("metadata") or {}).get("finalizers"))
-                            for r in pending]
-                raise GpuaasError(
-                    "timed out after %ss waiting for %d objects to be deleted" % (timeout, len(pending)),
-                    hint="Kueue keeps ClusterQueues/ResourceFlavors with the kueue.x-k8s.io/resource-in-use finalizer "
-                         "while workloads use them: drain them (stop_policy: HoldAndDrain) or delete the workloads",
-                    problems=problems)
-            time.sleep(sleep)
+        Waiter(self.client).wait_gone(results, timeout, sleep)

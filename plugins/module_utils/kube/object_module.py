@@ -9,7 +9,8 @@ from __future__ import annotations
 import copy
 import typing as t
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine, ObjectRef
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import K8S_AUTH_ARG_SPEC, get_client
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_versions import convert_from_version

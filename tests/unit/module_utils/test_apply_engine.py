@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube import compare, ownership, results
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube import engine as ae
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue as kb
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
@@ -49,7 +50,7 @@ def lq(name, namespace, cluster_queue):
     (None, None, True),
 ])
 def test_scalar_equal_quantities(a, b, equal):
-    assert ae.scalar_equal(a, b) is equal
+    assert compare.scalar_equal(a, b) is equal
 
 
 def test_is_subset_ignores_crd_defaults():
@@ -57,32 +58,32 @@ def test_is_subset_ignores_crd_defaults():
         {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "8"}]}]}]}}
     live = {"spec": {"cohortName": "x", "queueingStrategy": "BestEffortFIFO", "resourceGroups": [
         {"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 8}]}]}]}}
-    assert ae.is_subset(desired, live)
+    assert compare.is_subset(desired, live)
     live["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "9"
-    assert not ae.is_subset(desired, live)
+    assert not compare.is_subset(desired, live)
 
 
 def test_is_subset_atomic_list_length_matters_unless_associative():
-    assert not ae.is_subset({"a": [1]}, {"a": [1, 2]})
+    assert not compare.is_subset({"a": [1]}, {"a": [1, 2]})
     fields = {"f:a": {'k:{"name":"x"}': {".": {}}}}
-    assert ae.is_subset({"a": [{"name": "x"}]}, {"a": [{"name": "y"}, {"name": "x", "v": 1}]}, fields)
-    assert not ae.is_subset({"a": [{"name": "z"}]}, {"a": [{"name": "y"}, {"name": "x"}]}, fields)
+    assert compare.is_subset({"a": [{"name": "x"}]}, {"a": [{"name": "y"}, {"name": "x", "v": 1}]}, fields)
+    assert not compare.is_subset({"a": [{"name": "z"}]}, {"a": [{"name": "y"}, {"name": "x"}]}, fields)
 
 
 def test_fields_covered_detects_removed_field():
     fields = {"f:spec": {"f:a": {}, "f:b": {}}}
-    assert ae.fields_covered(fields, {"spec": {"a": 1, "b": 2}})
-    assert not ae.fields_covered(fields, {"spec": {"a": 1}})
+    assert compare.fields_covered(fields, {"spec": {"a": 1, "b": 2}})
+    assert not compare.fields_covered(fields, {"spec": {"a": 1}})
     listed = {"f:spec": {"f:items": {'k:{"name":"x"}': {".": {}, "f:v": {}}}}}
-    assert ae.fields_covered(listed, {"spec": {"items": [{"name": "x", "v": 1}]}})
-    assert not ae.fields_covered(listed, {"spec": {"items": [{"name": "x"}]}})
-    assert not ae.fields_covered(listed, {"spec": {"items": [{"name": "y", "v": 1}]}})
+    assert compare.fields_covered(listed, {"spec": {"items": [{"name": "x", "v": 1}]}})
+    assert not compare.fields_covered(listed, {"spec": {"items": [{"name": "x"}]}})
+    assert not compare.fields_covered(listed, {"spec": {"items": [{"name": "y", "v": 1}]}})
 
 
 def test_project_keeps_only_owned_fields():
     obj = {"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}}, "spec": {"a": 1, "defaulted": True}}
     fields = {"f:metadata": {"f:labels": {"f:x": {}}}, "f:spec": {"f:a": {}}}
-    assert ae.project(obj, fields) == {"metadata": {"labels": {"x": "1"}}, "spec": {"a": 1}}
+    assert compare.project(obj, fields) == {"metadata": {"labels": {"x": "1"}}, "spec": {"a": 1}}
 
 
 # -- reconcile ----------------------------------------------------------------------------------------------
@@ -100,7 +101,7 @@ def test_create_then_rerun_is_unchanged_with_only_lists():
     assert created == ["ClusterQueue", "LocalQueue", "Namespace", "ResourceFlavor"]
     cq_live = client.store[("ClusterQueue", "", "team-a")]
     assert cq_live["spec"]["queueingStrategy"] == "BestEffortFIFO"  # defaulted by the "CRD"
-    assert cq_live["metadata"]["labels"] == {ae.MANAGED_BY_LABEL: ae.MANAGED_BY_VALUE, ae.TENANT_LABEL: "team-a"}
+    assert cq_live["metadata"]["labels"] == {ownership.MANAGED_BY_LABEL: ownership.MANAGED_BY_VALUE, ownership.TENANT_LABEL: "team-a"}
 
     client.reset_calls()
     second = ae.ApplyEngine(client).reconcile(desired_set(), tenant="team-a")
@@ -166,7 +167,7 @@ def test_removed_option_is_a_change_and_gets_removed():
 def test_object_not_owned_yet_is_taken_over():
     client = FakeClient()
     obj = cq()
-    obj["metadata"]["labels"] = {ae.MANAGED_BY_LABEL: ae.MANAGED_BY_VALUE}
+    obj["metadata"]["labels"] = {ownership.MANAGED_BY_LABEL: ownership.MANAGED_BY_VALUE}
     client.resource("kueue.x-k8s.io/v1beta2", "ClusterQueue").apply(obj, "kubectl")
     result = ae.ApplyEngine(client).reconcile([cq()])
     assert [r.action for r in result.results] == ["updated"]
@@ -210,10 +211,10 @@ def test_prune_deletes_only_owned_objects_of_the_scope():
     foreign = cq("d")
     client.resource("kueue.x-k8s.io/v1beta2", "ClusterQueue").apply(foreign, "kubectl")  # no managed-by label
     unlabelled_tenant = cq("e")
-    unlabelled_tenant["metadata"]["labels"] = {ae.MANAGED_BY_LABEL: ae.MANAGED_BY_VALUE}
+    unlabelled_tenant["metadata"]["labels"] = {ownership.MANAGED_BY_LABEL: ownership.MANAGED_BY_VALUE}
     client.resource("kueue.x-k8s.io/v1beta2", "ClusterQueue").apply(unlabelled_tenant, "kubectl")
 
-    scope = ae.PruneScope([("kueue.x-k8s.io/v1beta2", "ClusterQueue")], tenant="t1")
+    scope = results.PruneScope([("kueue.x-k8s.io/v1beta2", "ClusterQueue")], tenant="t1")
     check = ae.ApplyEngine(client, check_mode=True).reconcile([cq("a")], tenant="t1", prune=scope)
     assert [r.ref.name for r in check.by_action("deleted")] == ["b"]
     assert ("ClusterQueue", "", "b") in client.store
@@ -222,7 +223,7 @@ def test_prune_deletes_only_owned_objects_of_the_scope():
     assert [r.ref.name for r in result.by_action("deleted")] == ["b"]
     assert sorted(k[2] for k in client.store) == ["a", "c", "d", "e"]
 
-    any_tenant = ae.PruneScope([("kueue.x-k8s.io/v1beta2", "ClusterQueue")])
+    any_tenant = results.PruneScope([("kueue.x-k8s.io/v1beta2", "ClusterQueue")])
     result = ae.ApplyEngine(client).reconcile([], prune=any_tenant)
     assert sorted(r.ref.name for r in result.by_action("deleted")) == ["a", "c"]
     assert sorted(k[2] for k in client.store) == ["d", "e"]
@@ -232,9 +233,9 @@ def test_prune_deletes_dependents_first():
     client = FakeClient()
     ae.ApplyEngine(client).reconcile(desired_set(), tenant="x")
     client.reset_calls()
-    scope = ae.PruneScope([("v1", "Namespace"), ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
-                           ("kueue.x-k8s.io/v1beta2", "LocalQueue"), ("kueue.x-k8s.io/v1beta2", "ResourceFlavor")],
-                          tenant="x")
+    scope = results.PruneScope([("v1", "Namespace"), ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
+                                ("kueue.x-k8s.io/v1beta2", "LocalQueue"), ("kueue.x-k8s.io/v1beta2", "ResourceFlavor")],
+                               tenant="x")
     ae.ApplyEngine(client).reconcile([], prune=scope)
     order = [c[1] for c in client.calls if c[0] == "delete"]
     assert order == ["LocalQueue", "ClusterQueue", "ResourceFlavor", "Namespace"]
@@ -243,7 +244,7 @@ def test_prune_deletes_dependents_first():
 def test_delete_absent_is_not_a_change_and_check_mode_keeps_object():
     client = FakeClient()
     ae.ApplyEngine(client).reconcile([cq()])
-    ref = ae.ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "team-a")
+    ref = results.ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "team-a")
     dry = ae.ApplyEngine(client, check_mode=True).delete([ref])
     assert dry.changed and ("ClusterQueue", "", "team-a") in client.store
     assert dry.to_module_result(diff=True)["diff"][0]["after"] == {}
@@ -342,13 +343,13 @@ def test_none_values_are_dropped():
     obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "annotations": None}, "spec": None}
     d = ae.ApplyEngine(FakeClient()).prepare(obj)
     assert d.obj == {"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": "x", "labels": {ae.MANAGED_BY_LABEL: ae.MANAGED_BY_VALUE}}}
+                     "metadata": {"name": "x", "labels": {ownership.MANAGED_BY_LABEL: ownership.MANAGED_BY_VALUE}}}
 
 
 def test_prune_scope_with_v1beta2_kinds_works_on_v1beta1_clusters():
     client = FakeClient(kueue_versions=("v1beta1",))
     ae.ApplyEngine(client).reconcile([cq("a"), cq("b")], tenant="t1")
-    scope = ae.PruneScope([("kueue.x-k8s.io/v1beta2", "ClusterQueue")], tenant="t1")
+    scope = results.PruneScope([("kueue.x-k8s.io/v1beta2", "ClusterQueue")], tenant="t1")
     result = ae.ApplyEngine(client).reconcile([cq("a")], tenant="t1", prune=scope)
     assert [(r.ref.api_version, r.ref.name) for r in result.by_action("deleted")] == [("kueue.x-k8s.io/v1beta1", "b")]
 
@@ -356,11 +357,11 @@ def test_prune_scope_with_v1beta2_kinds_works_on_v1beta1_clusters():
 def test_delete_only_owned_refuses_foreign_objects():
     client = FakeClient()
     client.resource("kueue.x-k8s.io/v1beta2", "ClusterQueue").apply(cq("foreign"), "kubectl")
-    ref = ae.ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "foreign")
+    ref = results.ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "foreign")
     with pytest.raises(GpuaasError, match="not managed by gpuaas.platform"):
         ae.ApplyEngine(client).delete([ref], only_owned=True)
     assert ("ClusterQueue", "", "foreign") in client.store
-    many = [ae.ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", n) for n in ("foreign", "gone-1", "gone-2")]
+    many = [results.ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", n) for n in ("foreign", "gone-1", "gone-2")]
     result = ae.ApplyEngine(client, concurrency=3).delete(many)
     assert [r.ref.name for r in result.by_action("deleted")] == ["foreign"]
     assert client.store == {}

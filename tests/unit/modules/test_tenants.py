@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import project
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import project
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import InventoryError
 from ansible_collections.gpuaas.platform.plugins.modules.tenants import TenantsReconciler

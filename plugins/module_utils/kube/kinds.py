@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""What the engine knows per kind: apply/delete order (tiers) and readiness conditions."""
+
+from __future__ import annotations
+
+import typing as t
+
+# Dependency tiers: lower tiers are applied first and deleted last.
+KIND_TIERS: t.Dict[str, int] = {
+    "CustomResourceDefinition": 0,
+    "Namespace": 0,
+    "PriorityClass": 1,
+    "StorageClass": 1,
+    "ClusterRole": 1,
+    "ServiceAccount": 1,
+    "Secret": 1,
+    "ConfigMap": 1,
+    "ResourceQuota": 1,
+    "LimitRange": 1,
+    "ValidatingAdmissionPolicy": 1,
+    "ResourceFlavor": 2,
+    "Cohort": 2,
+    "WorkloadPriorityClass": 2,
+    "AdmissionCheck": 2,
+    "Topology": 2,
+    "ProvisioningRequestConfig": 2,
+    "Role": 2,
+    "ClusterRoleBinding": 2,
+    "ValidatingAdmissionPolicyBinding": 2,
+    "ClusterQueue": 3,
+    "RoleBinding": 3,
+    "NetworkPolicy": 3,
+    "LocalQueue": 4,
+    "TriggerAuthentication": 4,
+    "ClusterTriggerAuthentication": 4,
+    "Service": 4,
+    "Deployment": 5,
+    "StatefulSet": 5,
+    "Job": 5,
+    "ServiceMonitor": 5,
+    "ScaledObject": 6,
+    "ScaledJob": 6,
+}
+DEFAULT_TIER = 5
+
+# Readiness used by wait=True when no explicit condition is given.
+READY_CONDITIONS: t.Dict[str, t.Dict[str, str]] = {
+    "ClusterQueue": {"type": "Active", "status": "True"},
+    "LocalQueue": {"type": "Active", "status": "True"},
+    "Deployment": {"type": "Available", "status": "True"},
+    "ScaledObject": {"type": "Ready", "status": "True"},
+    "CustomResourceDefinition": {"type": "Established", "status": "True"},
+}
+
+
+def tier_of(kind: str) -> int:
+    return KIND_TIERS.get(kind, DEFAULT_TIER)
