@@ -165,7 +165,7 @@ import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
@@ -222,13 +222,13 @@ def build(params: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
         minutes = idle.get("after_minutes") or 15
         if minutes < 1:
             problems.append("idle_scale_to_zero.after_minutes must be at least 1")
-        trigger = builders.prometheus_trigger(
-            params.get("prometheus_url") or "", builders.gpu_idle_query(params["namespace"], target.get("name") or "", minutes),
+        trigger = keda.prometheus_trigger(
+            params.get("prometheus_url") or "", keda.gpu_idle_query(params["namespace"], target.get("name") or "", minutes),
             threshold="100", activation_threshold=idle.get("utilization_threshold") or "1",
             authenticated=bool(auth), name="gpu-utilization")
         triggers.append(trigger)
         if idle.get("wake_query"):
-            triggers.append(builders.prometheus_trigger(params.get("prometheus_url") or "", idle["wake_query"],
+            triggers.append(keda.prometheus_trigger(params.get("prometheus_url") or "", idle["wake_query"],
                                                         threshold=idle.get("wake_threshold") or "1",
                                                         activation_threshold="0", authenticated=bool(auth), name="wake"))
         cooldown = 60 if cooldown is None else cooldown
@@ -246,17 +246,17 @@ def build(params: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
         raise ValidationError("ScaledObject %s/%s is invalid (%d problem%s)" % (
             params["namespace"], params["name"], len(problems), "" if len(problems) == 1 else "s"),
             hint="fix the options listed; see ansible-doc gpuaas.platform.scaled_object", problems=problems)
-    return builders.scaled_object(
+    return keda.scaled_object(
         params["name"], params["namespace"], target.get("kind") or "Deployment", target["name"],
         target.get("api_version") or "apps/v1", triggers, params["min_replicas"], params["max_replicas"],
         params.get("polling_interval"), cooldown, initial, params.get("idle_replica_count"),
-        extra_labels=params.get("labels"), component=False)
+        labels=params.get("labels"))
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
                            required_if=[("state", "present", ["target"])])
-    run_object_module(module, build, lambda p: ObjectRef(builders.KEDA_V, "ScaledObject", p["name"], p["namespace"]))
+    run_object_module(module, build, lambda p: ObjectRef(keda.KEDA_V, "ScaledObject", p["name"], p["namespace"]))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ COLL_ROOT=${COLL_ROOT:-$REPO/.build}
 LAB_DIR=${LAB_DIR:-$REPO/.lab}
 # kubernetes.core and ansible.posix come from the main venv's `ansible` package (collections are Python-agnostic)
 MAIN_COLLECTIONS=$(ls -d "$REPO"/.venv/lib/python3*/site-packages 2>/dev/null | paste -sd: -)
-TEST_REQS=(pytest "prometheus-client>=0.20.0" "grafana-foundation-sdk>=10.1.0" "ansible-runner>=2.4" "ansible-builder>=3.1")
+TEST_REQS=(pytest "prometheus-client>=0.20.0" 'grafana-foundation-sdk>=10.1.0; python_version >= "3.11"' "ansible-runner>=2.4" "ansible-builder>=3.1")
 
 find_python() {  # find_python 3.11 -> path of a python3.11
     local v=$1 p
@@ -77,7 +77,10 @@ PY
         t0=$SECONDS
         case $stage in
         unit)
-            if (cd "$REPO" && PYTHONPATH="$COLL_ROOT" PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit) > "$log.unit.log" 2>&1; then
+            deselect=()
+            # grafana-foundation-sdk (a test-only dependency) needs Python >= 3.11
+            [ "$py" = 3.10 ] && deselect=(--deselect tests/unit/test_dashboard.py::test_dashboard_loads_in_grafana_schema)
+            if (cd "$REPO" && PYTHONPATH="$COLL_ROOT" PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit "${deselect[@]}") > "$log.unit.log" 2>&1; then
                 record "$entry" unit PASS $((SECONDS - t0)) "$(tail -1 "$log.unit.log")"
             else
                 record "$entry" unit FAIL $((SECONDS - t0)) "$(tail -1 "$log.unit.log") (see $log.unit.log)"

@@ -20,15 +20,13 @@ tenant objects also ``gpuaas.io/tenant: <name>``. No I/O.
 
 from __future__ import annotations
 
-import base64
 import typing as t
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue as kb
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, add_ownership
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import ACCELERATOR_PREFIXES
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import (
-    Autoscaling,
-    PrometheusSettings,
     Tenant,
     TenantModel,
 )
@@ -38,13 +36,11 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 OPENSHIFT_KUEUE_LABEL = "kueue.openshift.io/managed"
 SUGGESTED_QUEUE_LABEL = "gpuaas.io/suggested-queue"
 KUEUE_V = "kueue.x-k8s.io/v1beta2"
-KEDA_V = "keda.sh/v1alpha1"
 RBAC_V = "rbac.authorization.k8s.io/v1"
 VAP_V = "admissionregistration.k8s.io/v1"
 
 QUEUE_READER_ROLE = "gpuaas-tenant-queue-reader"
 POLICY_NAME = "gpuaas-require-kueue-queue"
-PROMETHEUS_AUTH_NAME = "gpuaas-prometheus"
 DEFAULT_QUEUE = "default"
 
 # Kinds this module manages, in (apiVersion, kind) form: the prune scope of the tenants module.
@@ -61,8 +57,8 @@ MANAGED_KINDS: t.Tuple[t.Tuple[str, str], ...] = (
     (VAP_V, "ValidatingAdmissionPolicy"),
     (VAP_V, "ValidatingAdmissionPolicyBinding"),
     ("v1", "Secret"),
-    (KEDA_V, "ClusterTriggerAuthentication"),
-    (KEDA_V, "ScaledObject"),
+    (keda.KEDA_V, "ClusterTriggerAuthentication"),
+    (keda.KEDA_V, "ScaledObject"),
 )
 
 
@@ -88,16 +84,16 @@ def resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]] = No
                     node_taints: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
                     tolerations: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
                     topology_name: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    return kb.resource_flavor(name, node_labels=node_labels or None, node_taints=node_taints or None,
+    return kueue.resource_flavor(name, node_labels=node_labels or None, node_taints=node_taints or None,
                               tolerations=tolerations or None, topology_name=topology_name, labels=labels_for())
 
 
 def cohort(name: str, parent: t.Optional[str] = None, fair_sharing_weight: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    return kb.cohort(name, parent=parent, fair_sharing_weight=fair_sharing_weight, labels=labels_for())
+    return kueue.cohort(name, parent=parent, fair_sharing_weight=fair_sharing_weight, labels=labels_for())
 
 
 def workload_priority_class(name: str, value: int, description: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    return kb.workload_priority_class(name, value, description=description, labels=labels_for())
+    return kueue.workload_priority_class(name, value, description=description, labels=labels_for())
 
 
 def resource_groups(tenant: Tenant) -> t.List[t.Dict[str, t.Any]]:
@@ -157,7 +153,7 @@ def cluster_queue(tenant: Tenant, draining: bool = False) -> t.Dict[str, t.Any]:
         if pre.borrow_max_priority_threshold is not None:
             borrow["max_priority_threshold"] = pre.borrow_max_priority_threshold
         preemption["borrow_within_cohort"] = borrow
-    obj = kb.cluster_queue(
+    obj = kueue.cluster_queue(
         tenant.name, resource_groups=resource_groups(tenant), cohort=tenant.cohort,
         namespace_selector={"matchLabels": {TENANT_LABEL: tenant.name}},
         queueing_strategy=tenant.queueing_strategy, preemption=preemption or None,
@@ -169,7 +165,7 @@ def cluster_queue(tenant: Tenant, draining: bool = False) -> t.Dict[str, t.Any]:
 
 
 def local_queue(name: str, namespace: str, cluster_queue_name: str, tenant: str) -> t.Dict[str, t.Any]:
-    return kb.local_queue(name, namespace, cluster_queue=cluster_queue_name, labels=labels_for(tenant))
+    return kueue.local_queue(name, namespace, cluster_queue=cluster_queue_name, labels=labels_for(tenant))
 
 
 # -- namespaces and RBAC -----------------------------------------------------------------------------------
@@ -297,112 +293,6 @@ def admission_policy() -> t.List[t.Dict[str, t.Any]]:
     return [policy, binding]
 
 
-# -- KEDA ----------------------------------------------------------------------------------------------------
-
-def prometheus_auth(settings: PrometheusSettings, token: t.Optional[str], ca_data: t.Optional[str],
-                    keda_namespace: str) -> t.List[t.Dict[str, t.Any]]:
-    """Secret (in KEDA's namespace) + ClusterTriggerAuthentication for an authenticated Prometheus.
-
-    Cluster-scoped so the token never lands in a tenant namespace (tenant users may read their Secrets).
-    Empty when neither a token nor a CA is configured.
-    """
-    if not token and not ca_data:
-        return []
-    data: t.Dict[str, str] = {}
-    refs = []
-    if token:
-        data["bearerToken"] = base64.b64encode(token.strip().encode()).decode()
-        refs.append({"parameter": "bearerToken", "name": PROMETHEUS_AUTH_NAME, "key": "bearerToken"})
-    if ca_data:
-        data["ca"] = base64.b64encode(ca_data.encode()).decode()
-        refs.append({"parameter": "ca", "name": PROMETHEUS_AUTH_NAME, "key": "ca"})
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": _meta(PROMETHEUS_AUTH_NAME, namespace=keda_namespace),
-              "type": "Opaque", "data": data}
-    auth = {"apiVersion": KEDA_V, "kind": "ClusterTriggerAuthentication", "metadata": _meta(PROMETHEUS_AUTH_NAME),
-            "spec": {"secretTargetRef": refs}}
-    return [secret, auth]
-
-
-def gpu_idle_query(namespace: str, pod_prefix: str, minutes: int) -> str:
-    """Highest GPU utilization (%) of the target's pods over the last ``minutes`` (DCGM, both label styles)."""
-    selectors = ('namespace="%s",pod=~"%s-.*"' % (namespace, pod_prefix),
-                 'exported_namespace="%s",exported_pod=~"%s-.*"' % (namespace, pod_prefix))
-    parts = ["max_over_time(DCGM_FI_DEV_GPU_UTIL{%s}[%dm])" % (s, minutes) for s in selectors]
-    return "max(%s or %s) or vector(0)" % tuple(parts)
-
-
-def scaled_object(name: str, namespace: str, target_kind: str, target_name: str, target_api_version: str,
-                  triggers: t.List[t.Dict[str, t.Any]], min_replicas: int = 0, max_replicas: int = 1,
-                  polling_interval: t.Optional[int] = None, cooldown_period: t.Optional[int] = None,
-                  initial_cooldown_period: t.Optional[int] = None, idle_replica_count: t.Optional[int] = None,
-                  tenant: t.Optional[str] = None, extra_labels: t.Optional[t.Mapping[str, str]] = None,
-                  component: bool = True) -> t.Dict[str, t.Any]:
-    """A KEDA ScaledObject (also used by the ``scaled_object`` module, with ``component=False``).
-
-    Without the component label the tenants module never prunes it.
-    """
-    spec: t.Dict[str, t.Any] = {
-        "scaleTargetRef": {"apiVersion": target_api_version, "kind": target_kind, "name": target_name},
-        "minReplicaCount": min_replicas,
-        "maxReplicaCount": max_replicas,
-        "triggers": triggers,
-    }
-    if polling_interval is not None:
-        spec["pollingInterval"] = polling_interval
-    if cooldown_period is not None:
-        spec["cooldownPeriod"] = cooldown_period
-    if initial_cooldown_period is not None:
-        spec["initialCooldownPeriod"] = initial_cooldown_period
-    if idle_replica_count is not None:
-        spec["idleReplicaCount"] = idle_replica_count
-    meta = _meta(name, tenant, namespace, extra_labels)
-    if not component:
-        meta["labels"] = dict(extra_labels or {})
-        if tenant:
-            meta["labels"][TENANT_LABEL] = tenant
-        if not meta["labels"]:
-            del meta["labels"]
-    return {"apiVersion": KEDA_V, "kind": "ScaledObject", "metadata": meta, "spec": spec}
-
-
-def prometheus_trigger(server: str, query: str, threshold: str, activation_threshold: t.Optional[str] = None,
-                       authenticated: bool = False, name: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    metadata: t.Dict[str, str] = {"serverAddress": server, "query": query, "threshold": str(threshold)}
-    if activation_threshold is not None:
-        metadata["activationThreshold"] = str(activation_threshold)
-    trigger: t.Dict[str, t.Any] = {"type": "prometheus", "metadata": metadata}
-    if name:
-        trigger["name"] = name
-    if authenticated:
-        metadata["authModes"] = "bearer"
-        trigger["authenticationRef"] = {"name": PROMETHEUS_AUTH_NAME, "kind": "ClusterTriggerAuthentication"}
-    return trigger
-
-
-def autoscaling_object(tenant: Tenant, auto: Autoscaling, prometheus: PrometheusSettings,
-                       authenticated: bool) -> t.Dict[str, t.Any]:
-    triggers: t.List[t.Dict[str, t.Any]] = []
-    cooldown = None
-    initial = None
-    if auto.idle_after_minutes:
-        # Active while any pod of the target used its GPU above the threshold in the window; the window is
-        # the idle time, so KEDA scales to zero as soon as the query turns inactive (cooldown 60 s), and
-        # never during the first window after start (initialCooldownPeriod).
-        triggers.append(prometheus_trigger(
-            prometheus.url or "", gpu_idle_query(auto.namespace, auto.target_name, auto.idle_after_minutes),
-            threshold="100", activation_threshold=auto.idle_utilization_threshold,
-            authenticated=authenticated, name="gpu-utilization"))
-        if auto.wake_query:
-            triggers.append(prometheus_trigger(prometheus.url or "", auto.wake_query, threshold=auto.wake_threshold,
-                                               activation_threshold="0", authenticated=authenticated, name="wake"))
-        cooldown = 60
-        initial = auto.idle_after_minutes * 60
-    triggers.extend(auto.triggers)
-    return scaled_object(auto.name, auto.namespace, auto.target_kind, auto.target_name, auto.target_api_version,
-                         triggers, auto.min_replicas, auto.max_replicas, auto.polling_interval, cooldown, initial,
-                         tenant=tenant.name)
-
-
 # -- everything ----------------------------------------------------------------------------------------------
 
 def tenant_objects(tenant: Tenant, model: TenantModel, platform: str = "kubernetes",
@@ -426,7 +316,7 @@ def tenant_objects(tenant: Tenant, model: TenantModel, platform: str = "kubernet
         objs.append(tenant_cluster_role(tenant))
         objs.append(tenant_cluster_role_binding(tenant, admins + users))
     for auto in tenant.autoscaling:
-        objs.append(autoscaling_object(tenant, auto, model.prometheus, authenticated_prometheus))
+        objs.append(keda.autoscaling_object(auto, model.prometheus, authenticated_prometheus, labels_for(tenant.name)))
     return objs
 
 
@@ -441,7 +331,7 @@ def shared_objects(model: TenantModel, prometheus_token: t.Optional[str] = None,
         objs.append(queue_reader_cluster_role())
         objs.extend(admission_policy())
     if any(t_.autoscaling for t_ in model.present_tenants):
-        objs.extend(prometheus_auth(model.prometheus, prometheus_token, prometheus_ca, keda_namespace))
+        objs.extend(keda.prometheus_auth(model.prometheus, prometheus_token, prometheus_ca, keda_namespace, labels_for()))
     return objs
 
 
