@@ -1,0 +1,100 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""bench/fairness/model.py: variants of the bench inventory and hierarchical weighted water-filling.
+
+Every expected value is worked out by hand in the comments next to it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.fairness import model  # noqa: E402
+
+
+def inv(tenants, cohorts=()):
+    return {"gpuaas_flavors": [{"name": "gpu"}], "gpuaas_cohorts": list(cohorts), "gpuaas_tenants": tenants}
+
+
+def tenant(name, gpus, cohort=None, weight=None):
+    t = {"name": name, "namespaces": [name], "quotas": [{"flavor": "gpu", "resources": {"nvidia.com/gpu": gpus}}]}
+    if cohort:
+        t["cohort"] = cohort
+    if weight is not None:
+        t["fair_sharing_weight"] = weight
+    return t
+
+
+def test_waterfill_equal_weights_splits_what_is_left_after_guarantees():
+    # A and B guaranteed 3 each, C (guaranteed 3) wants nothing: total = min(9, 10 + 5) = 9;
+    # 3 + lam + 3 + lam = 9 -> lam = 1.5 -> A 4.5, B 4.5, C 0
+    got = model.waterfill(9, [3, 3, 3], [10, 5, 0], [1, 1, 1])
+    assert got == pytest.approx([4.5, 4.5, 0.0])
+
+
+def test_waterfill_caps_at_demand_and_lends_unused_guarantee():
+    # A guaranteed 6 wants 2; B guaranteed 2 wants 10: total 8, A 2, B 2 + lam = 6
+    assert model.waterfill(8, [6, 2], [2, 10], [1, 1]) == pytest.approx([2.0, 6.0])
+
+
+def test_waterfill_weights_divide_the_borrowable_part_only():
+    # guarantees 2 and 2, demands 10 and 10, cap 10: borrowable 6 split 2:1 -> 2 + 4 = 6, 2 + 2 = 4
+    assert model.waterfill(10, [2, 2], [10, 10], [2, 1]) == pytest.approx([6.0, 4.0])
+
+
+def test_waterfill_weight_zero_gets_only_what_nobody_else_wants():
+    # weight 0 keeps its guarantee 1; the other (guarantee 1) takes everything up to its demand 5: 1 + 4;
+    # then 10 - 1 - 5 = 4 are left and go to the weight-0 child: 1 + 4 = 5
+    assert model.waterfill(10, [1, 1], [8, 5], [0, 1]) == pytest.approx([5.0, 5.0])
+    # with demand for all of it, the weight-0 child gets its guarantee only: 1 and 9
+    assert model.waterfill(10, [1, 1], [8, 20], [0, 1]) == pytest.approx([1.0, 9.0])
+
+
+def test_entitlements_reproduce_kueue_hierarchical_4_2_2_4():
+    # Kueue v0.19.2 fair_sharing_test.go "preempts workloads to enforce fair share": 12 CPUs in root;
+    # best-effort (0.5) under root; chemistry, physics, llm (2.0) under research under root; all queues 0 quota.
+    # Here the 12 are held by a "bank" tenant under root that demands nothing.
+    # root: best-effort 0.5*lam, research 1*lam, bank 0 -> 1.5 lam = 12 -> lam = 8: best-effort 4, research 8;
+    # research: lam + lam + 2 lam = 8 -> lam = 2: chemistry 2, physics 2, llm 4.
+    cohorts = [{"name": "root"}, {"name": "research", "parent": "root"},
+               {"name": "best-effort", "parent": "root", "fair_sharing_weight": 0.5},
+               {"name": "chemistry", "parent": "research"}, {"name": "physics", "parent": "research"},
+               {"name": "llm", "parent": "research", "fair_sharing_weight": 2}]
+    tenants = [tenant("bank", 12, "root"), tenant("be", 0, "best-effort"), tenant("chem", 0, "chemistry"),
+               tenant("phys", 0, "physics"), tenant("llmq", 0, "llm")]
+    tree = model.tree_from_inventory(inv(tenants, cohorts))
+    got = model.entitlements(tree, "gpu", {"bank": 0, "be": 12, "chem": 12, "phys": 12, "llmq": 12})
+    assert got == pytest.approx({"bank": 0.0, "be": 4.0, "chem": 2.0, "phys": 2.0, "llmq": 4.0})
+
+
+def test_entitlements_without_cohort_are_the_nominal_quota():
+    tree = model.tree_from_inventory(inv([tenant("a", 2), tenant("b", 6)]))
+    # each tenant is its own root: min(demand, nominal)
+    assert model.entitlements(tree, "gpu", {"a": 10, "b": 1}) == pytest.approx({"a": 2.0, "b": 1.0})
+
+
+def test_variants_of_the_bench_inventory():
+    base = model.load_inventory()
+    static = model.variant(base, "static")
+    assert static["gpuaas_cohorts"] == []
+    assert all("cohort" not in t and "fair_sharing_weight" not in t for t in static["gpuaas_tenants"])
+    assert all("reclaim_within_cohort" not in (t.get("preemption") or {}) for t in static["gpuaas_tenants"])
+    ones = model.variant(base, "weights1")
+    assert {t["fair_sharing_weight"] for t in ones["gpuaas_tenants"]} == {1}
+    assert all(c.get("fair_sharing_weight", 1) == 1 for c in ones["gpuaas_cohorts"])
+    # same tenants and nominal quotas everywhere, and the input is not modified
+    assert [t["quotas"] for t in static["gpuaas_tenants"]] == [t["quotas"] for t in base["gpuaas_tenants"]]
+    assert any("cohort" in t for t in base["gpuaas_tenants"])
+    with pytest.raises(ValueError):
+        model.variant(base, "nonsense")
+
+
+def test_bench_tree_pools_and_capacity_match_the_lab():
+    tree = model.tree_from_inventory(model.load_inventory())
+    assert tree.pools == {"fs-h100": "nvidia.com/gpu", "fs-mig-1g": "nvidia.com/mig-1g.10gb"}
+    # lab/topology.yaml: two H100 nodes of 8 GPUs, one A100 with 7 MIG slices; the quotas add up to exactly that
+    assert sum(t.nominal.get("fs-h100", 0) for t in tree.tenant_nodes.values()) == 16
+    assert sum(t.nominal.get("fs-mig-1g", 0) for t in tree.tenant_nodes.values()) == 7

@@ -1,0 +1,60 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""bench/fairness/trace.py: seeded, recorded, and shaped as documented."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.fairness import model, trace  # noqa: E402
+
+TREE = model.tree_from_inventory(model.load_inventory())
+
+
+def test_same_seed_same_trace_and_recorded_hash():
+    a = trace.generate(seed=7, jobs=200, horizon=300)
+    b = trace.generate(seed=7, jobs=200, horizon=300)
+    assert a == b
+    assert trace.verify(a)
+    c = trace.generate(seed=8, jobs=200, horizon=300)
+    assert c["sha256"] != a["sha256"]
+    a["jobs"][0]["size"] += 1   # any change is caught
+    assert not trace.verify(a)
+
+
+def test_shape_phases_sizes_and_pools():
+    tr = trace.generate(seed=3, jobs=600, horizon=600)
+    jobs = tr["jobs"]
+    assert tr["params"]["seed"] == 3
+    # roughly the requested count (Poisson arrivals): within 20 %
+    assert 480 <= len(jobs) <= 720
+    first = TREE.tenant_names[0]
+    # phase "alone" (first 15 % = 90 min): the first tenant only
+    assert {j["tenant"] for j in jobs if j["submit"] < 90} == {first}
+    # "all" (90 .. 270 min): every tenant submits
+    assert {j["tenant"] for j in jobs if 90 <= j["submit"] < 270} == set(TREE.tenant_names)
+    # the scripted burst: 6 jobs of 8 GPUs of the first tenant at 270 min (45 %)
+    burst = [j for j in jobs if 270 <= j["submit"] < 271 and j["size"] == 8]
+    assert len(burst) == 6 and {j["tenant"] for j in burst} == {first}
+    for j in jobs:
+        nominal = TREE.tenant_nodes[j["tenant"]].nominal
+        assert j["pool"] in nominal, j   # MIG jobs only for tenants with a MIG quota
+        assert j["size"] <= nominal[j["pool"]]   # the static partition can run every job
+        if j["pool"] == "fs-h100":
+            assert j["size"] in (1, 2, 4, 8)
+        else:
+            assert j["size"] in (1, 2)
+        assert 1.0 <= j["duration"] <= 60.0
+    assert any(j["pool"] == "fs-mig-1g" for j in jobs)
+    assert len({j["id"] for j in jobs}) == len(jobs)
+    assert [j["submit"] for j in jobs] == sorted(j["submit"] for j in jobs)
+
+
+def test_durations_are_lognormal_around_the_median():
+    tr = trace.generate(seed=11, jobs=3000, horizon=600, median_minutes=8.0, sigma=0.8, max_minutes=1000)
+    regular = [j["duration"] for j in tr["jobs"] if not (j["phase"] == "burst" and j["size"] == 8)]
+    # median of a lognormal = exp(mu) = 8 (clipping at 1 minute only touches ~0.5 % of the draws)
+    assert 7.0 <= statistics.median(regular) <= 9.0
