@@ -229,8 +229,8 @@ def build(params: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
         triggers.append(trigger)
         if idle.get("wake_query"):
             triggers.append(keda.prometheus_trigger(params.get("prometheus_url") or "", idle["wake_query"],
-                                                        threshold=idle.get("wake_threshold") or "1",
-                                                        activation_threshold="0", authenticated=bool(auth), name="wake"))
+                                                    threshold=idle.get("wake_threshold") or "1",
+                                                    activation_threshold="0", authenticated=bool(auth), name="wake"))
         cooldown = 60 if cooldown is None else cooldown
         initial = minutes * 60 if initial is None else initial
         if auth:

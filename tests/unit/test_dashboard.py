@@ -17,10 +17,8 @@ import yaml
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe.utilization import (
     DCGM_METRICS,
     KUEUE_METRICS,
-    RECORDED_METRICS,
-    TENANT_INFO_METRIC,
-    tenant_mapping_rule_group,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.monitoring import RECORDED_METRICS, TENANT_INFO_METRIC, tenant_mapping_rule_group
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DASHBOARD = os.path.join(ROOT, "roles", "observability", "files", "gpuaas-gpu-dashboard.json")

@@ -805,3 +805,26 @@ def _fmt(value: Decimal) -> str:
     if value == value.to_integral_value():
         return str(int(value))
     return str(value.normalize())
+
+
+# -- the part of the contract observers read (validate, monitoring rules) ---------------------------------
+
+def tenant_index(tenants: t.Optional[t.Sequence[t.Mapping[str, t.Any]]]) -> t.Tuple[t.Dict[str, str], t.List[t.Dict[str, t.Any]]]:
+    """``(namespace -> tenant, [tenant summaries])`` from the raw ``gpuaas_tenants`` inventory list.
+
+    Only ``name``, ``namespaces``, ``state`` and ``cluster_queue`` (default: the tenant name) are read;
+    tenants with ``state: absent`` are left out.
+    """
+    ns_map: t.Dict[str, str] = {}
+    out: t.List[t.Dict[str, t.Any]] = []
+    for entry in tenants or []:
+        if not isinstance(entry, dict) or not entry.get("name"):
+            continue
+        if entry.get("state", "present") == "absent":
+            continue
+        namespaces = [str(n) for n in entry.get("namespaces") or []]
+        out.append({"name": str(entry["name"]), "namespaces": namespaces,
+                    "cluster_queue": str(entry.get("cluster_queue") or entry["name"])})
+        for ns in namespaces:
+            ns_map.setdefault(ns, str(entry["name"]))
+    return ns_map, out

@@ -23,6 +23,7 @@ import math
 import re
 import typing as t
 
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import tenant_index  # noqa: F401 - part of this module's API
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import is_accelerator, parse_quantity
 
 Labels = t.Dict[str, str]
@@ -143,28 +144,6 @@ def auto_step(window: float, max_points: int = 240, minimum: float = 15.0) -> fl
     return float(step)
 
 
-# --- tenant mapping for dashboards and alerts ------------------------------------------------
-TENANT_INFO_METRIC = "gpuaas:namespace_tenant:info"
-RECORDED_METRICS = ("gpuaas:gpu_utilization", "gpuaas:gpu_memory_used_mib", TENANT_INFO_METRIC)
-
-
-def tenant_mapping_rule_group(tenants: t.Optional[t.Sequence[t.Mapping[str, t.Any]]],
-                              name: str = "gpuaas-tenants") -> t.Dict[str, t.Any]:
-    """A Prometheus rule group publishing ``gpuaas:namespace_tenant:info{namespace, tenant} 1`` for every
-    tenant namespace, so PromQL can join GPU series to tenants
-    (``... * on (namespace) group_left (tenant) gpuaas:namespace_tenant:info``)."""
-    _ns_map, tenant_list = tenant_index(tenants)
-    rules = []
-    for tenant in tenant_list:
-        for ns in tenant["namespaces"]:
-            rules.append({"record": TENANT_INFO_METRIC, "expr": "vector(1)",
-                          "labels": {"namespace": ns, "tenant": tenant["name"]}})
-    if not rules:
-        # a group must not be empty: an expression that yields nothing
-        rules.append({"record": TENANT_INFO_METRIC, "expr": "vector(1) == 0"})
-    return {"name": name, "rules": rules}
-
-
 # --- small numeric helpers -------------------------------------------------------------------
 def quantile(values: t.Sequence[float], q: float) -> t.Optional[float]:
     """The ``q`` quantile with linear interpolation between ranks, as PromQL ``quantile()`` computes it."""
@@ -264,28 +243,6 @@ def gpu_name(gpu: t.Mapping[str, t.Any]) -> str:
         if gpu.get("mig_profile"):
             name += " (%s)" % gpu["mig_profile"]
     return name
-
-
-# --- tenants ---------------------------------------------------------------------------------
-def tenant_index(tenants: t.Optional[t.Sequence[t.Mapping[str, t.Any]]]) -> t.Tuple[t.Dict[str, str], t.List[t.Dict[str, t.Any]]]:
-    """``(namespace -> tenant, [tenant summaries])`` from the raw ``gpuaas_tenants`` inventory list.
-
-    Only ``name``, ``namespaces``, ``state`` and ``cluster_queue`` (default: the tenant name) are read;
-    tenants with ``state: absent`` are left out.
-    """
-    ns_map: t.Dict[str, str] = {}
-    out: t.List[t.Dict[str, t.Any]] = []
-    for entry in tenants or []:
-        if not isinstance(entry, dict) or not entry.get("name"):
-            continue
-        if entry.get("state", "present") == "absent":
-            continue
-        namespaces = [str(n) for n in entry.get("namespaces") or []]
-        out.append({"name": str(entry["name"]), "namespaces": namespaces,
-                    "cluster_queue": str(entry.get("cluster_queue") or entry["name"])})
-        for ns in namespaces:
-            ns_map.setdefault(ns, str(entry["name"]))
-    return ns_map, out
 
 
 # --- per-GPU timelines -----------------------------------------------------------------------

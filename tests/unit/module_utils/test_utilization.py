@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import monitoring
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import utilization as u
 
 T0 = 1_800_000_000.0
@@ -367,13 +368,13 @@ def test_rendering():
 
 
 def test_tenant_mapping_rule_group():
-    group = u.tenant_mapping_rule_group(TENANTS)
+    group = monitoring.tenant_mapping_rule_group(TENANTS)
     assert group["name"] == "gpuaas-tenants"
-    assert [r["record"] for r in group["rules"]] == [u.TENANT_INFO_METRIC] * 5
-    assert group["rules"][0] == {"record": u.TENANT_INFO_METRIC, "expr": "vector(1)",
+    assert [r["record"] for r in group["rules"]] == [monitoring.TENANT_INFO_METRIC] * 5
+    assert group["rules"][0] == {"record": monitoring.TENANT_INFO_METRIC, "expr": "vector(1)",
                                  "labels": {"namespace": "nlp-train", "tenant": "nlp"}}
     assert "gone-ns" not in str(group)  # absent tenants are not mapped
-    assert u.tenant_mapping_rule_group([])["rules"] == [{"record": u.TENANT_INFO_METRIC, "expr": "vector(1) == 0"}]
+    assert monitoring.tenant_mapping_rule_group([])["rules"] == [{"record": monitoring.TENANT_INFO_METRIC, "expr": "vector(1) == 0"}]
 
 
 def test_quota_cell_keeps_gpu_types_apart():
