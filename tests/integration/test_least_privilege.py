@@ -1,0 +1,262 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Least privilege, proven on the lab (issue 17): the day-2 playbooks run as ServiceAccounts bound only to the
+ClusterRoles of roles/automation_rbac, connected the one documented way (K8S_AUTH_HOST, K8S_AUTH_API_KEY,
+K8S_AUTH_SSL_CA_CERT - a token and a CA file, no kubeconfig at all), and are refused where they should be.
+
+Only this module's own objects are written (names start with ``lp-`` / ``gpuaas-lp``); the tenants playbook
+runs limited to the test's own tenant (gpuaas_tenants_limit), so the lab's example tenants are never touched
+even on a lab another suite uses. The one unlimited reconcile is a ``--check`` run: it is authorized exactly
+like a real one (dry-run requests go through RBAC and admission) and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOKS = REPO / "playbooks"
+SA_NAMESPACE = "gpuaas-lp"
+TENANTS_SA = "gpuaas-lp-tenants"
+VALIDATE_SA = "gpuaas-lp-validate"
+KEDA_NAMESPACE = "gpuaas-lp-keda"
+TENANT = "lp-team"
+TENANT_NS = "lp-team-work"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def kubectl(lab, *args: str, check: bool = False, token: str | None = None) -> subprocess.CompletedProcess:
+    if token is None:
+        cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context]
+    else:  # no kubeconfig at all: server, CA and token only
+        cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", "/dev/null", "--server", lab.apiserver,
+               "--certificate-authority", lab.ca, "--token", token]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, check=check, timeout=120)
+
+
+def inventory(lab) -> dict:
+    """A minimal tenancy of the test's own (never the lab's example tenants)."""
+    return {
+        "gpuaas_prometheus": {"url": lab.prometheus_url},
+        "gpuaas_keda_namespace": KEDA_NAMESPACE,
+        "gpuaas_flavors": [{"name": "lp-h100", "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}],
+        "gpuaas_cohorts": [],
+        "gpuaas_priorities": [{"name": "lp-batch", "value": 100}],
+        "gpuaas_tenants": [{"name": TENANT, "namespaces": [TENANT_NS],
+                            "quotas": [{"flavor": "lp-h100", "resources": {"nvidia.com/gpu": 1}}],
+                            "access": {"admins": ["lp-leads"], "users": ["lp-users"]}}],
+    }
+
+
+def sa_env(lab, token: str) -> dict:
+    """The documented connection: K8S_AUTH_HOST + K8S_AUTH_API_KEY + K8S_AUTH_SSL_CA_CERT. The admin kubeconfig the
+    test runner would pass is blanked and KUBECONFIG points nowhere, so any fallback to a kubeconfig fails."""
+    return {"K8S_AUTH_HOST": lab.apiserver, "K8S_AUTH_API_KEY": token, "K8S_AUTH_SSL_CA_CERT": lab.ca,
+            "K8S_AUTH_VERIFY_SSL": "true", "K8S_AUTH_KUBECONFIG": "", "K8S_AUTH_CONTEXT": "",
+            "KUBECONFIG": "/nonexistent/gpuaas-no-kubeconfig"}
+
+
+class AuditByUser:
+    """Write requests in the audit log during a block, grouped by user (includes ServiceAccounts)."""
+
+    def __init__(self, lab):
+        self.path = lab.audit_log
+        self.offset = 0
+        self.writes: dict[str, list[str]] = {}
+
+    def __enter__(self) -> "AuditByUser":
+        self.offset = Path(self.path).stat().st_size
+        return self
+
+    def __exit__(self, *exc) -> None:
+        time.sleep(0.5)
+        with open(self.path, encoding="utf-8") as handle:
+            handle.seek(self.offset)
+            for line in handle:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if event.get("verb") not in WRITE_VERBS or event.get("stage") not in (None, "ResponseComplete"):
+                    continue
+                if "dryRun=All" in event.get("requestURI", ""):
+                    continue
+                user = event.get("user", {}).get("username", "")
+                self.writes.setdefault(user, []).append("%s %s -> %s" % (
+                    event["verb"], event["requestURI"], event.get("responseStatus", {}).get("code")))
+
+
+def sa_user(name: str) -> str:
+    return "system:serviceaccount:%s:%s" % (SA_NAMESPACE, name)
+
+
+def cleanup(lab) -> None:
+    """Remove the test's own objects (admin), whatever state a failed run left."""
+    for args in (("delete", "clusterqueue", TENANT), ("delete", "resourceflavor", "lp-h100"),
+                 ("delete", "workloadpriorityclass", "lp-batch"),
+                 ("delete", "clusterrole", "gpuaas-tenant-%s" % TENANT),
+                 ("delete", "clusterrolebinding", "gpuaas-tenant-%s" % TENANT),
+                 ("delete", "clusterrolebinding", "lp-escalation-attempt"),
+                 ("delete", "namespace", TENANT_NS, "--wait=false")):
+        kubectl(lab, *args, "--ignore-not-found")
+
+
+@pytest.fixture(scope="module")
+def accounts(lab, run_playbook):
+    """The ServiceAccounts, bound by playbooks/automation_rbac.yml (run as the lab admin), and their tokens."""
+    cleanup(lab)
+    setup = run_playbook(PLAYBOOKS / "automation_rbac.yml", extra_vars={
+        "gpuaas_keda_namespace": KEDA_NAMESPACE,
+        "gpuaas_automation_rbac_accounts": [
+            {"name": TENANTS_SA, "namespace": SA_NAMESPACE, "playbooks": ["tenants", "validate"]},
+            {"name": VALIDATE_SA, "namespace": SA_NAMESPACE, "playbooks": ["validate"]},
+        ]})
+    assert setup.rc == 0, setup.explain()
+    tokens = {}
+    for name in (TENANTS_SA, VALIDATE_SA):
+        out = kubectl(lab, "-n", SA_NAMESPACE, "create", "token", name, "--duration=1h", check=True)
+        tokens[name] = out.stdout.strip()
+    yield tokens
+    cleanup(lab)
+    kubectl(lab, "delete", "namespace", SA_NAMESPACE, KEDA_NAMESPACE, "--ignore-not-found", "--wait=false")
+    for crb in ("gpuaas-automation-tenants", "gpuaas-automation-validate"):
+        for name in (TENANTS_SA, VALIDATE_SA):
+            kubectl(lab, "delete", "clusterrolebinding", "%s:%s:%s" % (crb, SA_NAMESPACE, name), "--ignore-not-found")
+
+
+def run_tenants(run_playbook, lab, token: str, check: bool = False, limit: bool = True, state: str = "present"):
+    extra = inventory(lab)
+    if state == "absent":
+        extra["gpuaas_tenants"] = [{"name": TENANT, "state": "absent"}]
+    if limit:
+        extra["gpuaas_tenants_limit"] = [TENANT]
+    return run_playbook(PLAYBOOKS / "tenants.yml", extra_vars=extra, check=check, diff=check, env=sa_env(lab, token))
+
+
+def module_result(run) -> dict:
+    results = run.task_results("Reconcile the GPU tenancy")
+    assert results, run.explain()
+    return results[0]
+
+
+def test_shipped_cluster_roles_grant_no_secrets_cluster_wide_and_bind_only_admin_edit(accounts, lab):
+    """kubectl auth can-i as the tenants account: the grants the issue asks about, straight from the API server."""
+    token = accounts[TENANTS_SA]
+    can = lambda *args: kubectl(lab, "auth", "can-i", *args, token=token).stdout.strip()  # noqa: E731
+    assert can("list", "secrets", "--all-namespaces") == "no"
+    assert can("get", "secrets", "-n", "kube-system") == "no"
+    assert can("list", "secrets", "-n", KEDA_NAMESPACE) == "yes"  # only where gpuaas-prometheus lives
+    assert can("bind", "clusterroles/cluster-admin") == "no"
+    assert can("bind", "clusterroles/edit") == "yes"
+    assert can("escalate", "clusterroles") == "no"
+    assert can("create", "pods", "-n", "default") == "no"
+    assert can("delete", "namespaces") == "no"  # only with gpuaas-automation-tenants-delete-namespaces
+    assert can("patch", "clusterqueues.kueue.x-k8s.io") == "yes"
+    assert kubectl(lab, "auth", "can-i", "create", "clusterqueues.kueue.x-k8s.io",
+                   token=accounts[VALIDATE_SA]).stdout.strip() == "no"
+
+
+def test_tenants_playbook_runs_end_to_end_as_the_service_account(accounts, lab, run_playbook):
+    token = accounts[TENANTS_SA]
+    with AuditByUser(lab) as audit:
+        preview = run_tenants(run_playbook, lab, token, check=True)
+    assert preview.rc == 0, preview.explain()
+    assert not audit.writes.get(sa_user(TENANTS_SA)), "check mode wrote: %s" % audit.writes
+
+    with AuditByUser(lab) as audit:
+        first = run_tenants(run_playbook, lab, token)
+    assert first.rc == 0, first.explain()
+    assert first.changed >= 1
+    writes = audit.writes.get(sa_user(TENANTS_SA), [])
+    assert any("/clusterqueues/%s" % TENANT in w for w in writes), writes
+    assert any("/namespaces/%s/rolebindings/gpuaas-admins" % TENANT_NS in w for w in writes), writes
+    assert not audit.writes.get("lab-admin"), "the admin identity was used: %s" % audit.writes["lab-admin"]
+    assert all(w.rsplit(" ", 1)[1].startswith("2") for w in writes), writes
+
+    # what the account created is really there, with the tenant's RBAC (bind on admin/edit was enough)
+    rb = json.loads(kubectl(lab, "-n", TENANT_NS, "get", "rolebinding", "gpuaas-admins", "-o", "json", check=True).stdout)
+    assert rb["roleRef"]["name"] == "admin"
+    assert [s["name"] for s in rb["subjects"]] == ["lp-leads"]
+    kubectl(lab, "get", "clusterrolebinding", "gpuaas-tenant-%s" % TENANT, check=True)
+
+    second = run_tenants(run_playbook, lab, token)
+    assert second.rc == 0, second.explain()
+    assert module_result(second)["changed"] is False, module_result(second).get("summary")
+
+
+def test_full_reconcile_is_authorized_for_every_kind_the_tenants_module_manages(accounts, lab, run_playbook):
+    """Unlimited reconcile (shared flavors, priorities, admission policy, queue-reader role, prune of every managed
+    kind) in check mode: every request is authorized as for real, nothing is written."""
+    with AuditByUser(lab) as audit:
+        run = run_tenants(run_playbook, lab, accounts[TENANTS_SA], check=True, limit=False)
+    assert run.rc == 0, run.explain()
+    assert not audit.writes.get(sa_user(TENANTS_SA)), audit.writes
+
+
+def test_offboarding_as_the_service_account_drains_and_deletes_the_queues(accounts, lab, run_playbook):
+    run_tenants(run_playbook, lab, accounts[TENANTS_SA])  # present (no-op when the previous test ran)
+    run = run_tenants(run_playbook, lab, accounts[TENANTS_SA], state="absent")
+    assert run.rc == 0, run.explain()
+    assert module_result(run)["offboarded"] == [TENANT]
+    gone = kubectl(lab, "get", "clusterqueue", TENANT)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr
+    # namespaces are kept (no delete permission, and gpuaas_delete_namespaces is false)
+    kubectl(lab, "get", "namespace", TENANT_NS, check=True)
+
+
+def test_validate_playbook_runs_as_either_account(accounts, lab, run_playbook, tmp_path):
+    for name in (VALIDATE_SA, TENANTS_SA):
+        report = tmp_path / name
+        run = run_playbook(PLAYBOOKS / "validate.yml", env=sa_env(lab, accounts[name]), extra_vars={
+            "gpuaas_prometheus": {"url": lab.prometheus_url}, "gpuaas_tenants": inventory(lab)["gpuaas_tenants"],
+            "gpuaas_validate_window": "2m", "gpuaas_validate_step": "10s", "gpuaas_validate_on_failure": "warn",
+            "gpuaas_validate_report_path": str(report)})
+        assert run.rc == 0, run.explain()
+        assert "forbidden" not in run.stdout.lower(), run.explain()
+        health = run.task_results("Check the health")[0]
+        assert health["checks"], health  # the checks ran (their verdict is the lab's business, not RBAC's)
+        assert json.loads(Path(str(report) + ".json").read_text())
+
+
+def test_tenants_account_is_refused_what_it_must_not_do(accounts, lab):
+    token = accounts[TENANTS_SA]
+    # binding cluster-admin: RBAC's escalation check (no bind on cluster-admin, does not hold its rules)
+    crb = kubectl(lab, "create", "clusterrolebinding", "lp-escalation-attempt", "--clusterrole=cluster-admin",
+                  "--serviceaccount=%s:%s" % (SA_NAMESPACE, TENANTS_SA), token=token)
+    assert crb.returncode != 0
+    assert "forbidden" in crb.stderr.lower() and "not currently held" in crb.stderr, crb.stderr
+    assert kubectl(lab, "get", "clusterrolebinding", "lp-escalation-attempt").returncode != 0
+    # a role with rules it does not hold (would need escalate)
+    role = kubectl(lab, "create", "clusterrole", "lp-escalation-attempt", "--verb=get", "--resource=secrets",
+                   token=token)
+    assert role.returncode != 0 and "forbidden" in role.stderr.lower(), role.stderr
+    # Secrets: not cluster-wide, not in the tenant's namespace, not in kube-system
+    for args in (("get", "secrets", "--all-namespaces"), ("-n", TENANT_NS, "get", "secrets"),
+                 ("-n", "kube-system", "get", "secrets")):
+        out = kubectl(lab, *args, token=token)
+        assert out.returncode != 0 and "cannot list resource \"secrets\"" in out.stderr, (args, out.stderr)
+
+
+def test_missing_permission_names_the_verb_and_resource(accounts, lab, run_playbook, kube):
+    """The validate-only account runs the tenants playbook: it fails, nothing is written, and the message says which
+    verb on which resource (and API group, scope, user) is missing."""
+    with AuditByUser(lab) as audit:
+        run = run_tenants(run_playbook, lab, accounts[VALIDATE_SA])
+    assert run.rc != 0
+    failed = module_result(run)
+    assert failed.get("failed") is True
+    msg = failed["msg"]
+    match = re.search(r'User "([^"]+)" cannot (\w+) resource "([^"]+)" in API group "([^"]*)"', msg)
+    assert match, msg
+    assert match.group(1) == sa_user(VALIDATE_SA)
+    assert (match.group(2), match.group(3)) in {("list", "localqueues"), ("patch", "namespaces"),
+                                                ("create", "namespaces"), ("patch", "clusterqueues")}, msg
+    assert failed["error_details"]["status"] == 403
+    assert "hint" in failed and failed["hint"], failed
+    assert not audit.writes.get(sa_user(VALIDATE_SA)), audit.writes
