@@ -1,0 +1,272 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kueue's own fair-sharing scenarios, written as this collection's tenant inventory, on the real Kueue (issue 14).
+
+The expected admissions are the ones Kueue v0.19.2 (the lab's version) asserts in
+``test/integration/singlecluster/scheduler/fairsharing/fair_sharing_test.go``:
+
+1. "Preemption is enabled / Admits workloads respecting fair share": ClusterQueues a, b, c with nominal 3 CPUs in
+   one cohort, reclaimWithinCohort Any. a submits 10 → 9 admitted; b submits 5 → a 5 / b 4; c submits 1 →
+   a 4 / b 4 / c 1.
+2. "using hierarchical cohorts / preempts workloads to enforce fair share": root → best-effort (weight 0.5),
+   research → chemistry, physics, llm (weight 2), every queue with 0 quota and reclaimWithinCohort LowerPriority
+   (best-effort none). 6 low-priority workloads each in best-effort and physics use all 12 CPUs; then 6
+   high-priority ones in each queue → best-effort 4, chemistry 2, physics 2, llm 4.
+
+Kueue's test runs Workloads without pods and finishes evictions by hand; here they are batch Jobs (KWOK pods on the
+CPU nodes), so Kueue's job controller does the evictions itself.
+
+What the inventory cannot express, and how it is written instead (see the issue-14 report):
+* Scenario 2 holds the 12 CPUs in the root *Cohort* (``spec.resourceGroups``); ``gpuaas_cohorts`` has no quotas,
+  so a "bank" tenant (ClusterQueue with nominal 12, no workloads) directly under the root holds them. Its share is
+  0, so the fair-sharing arithmetic at every level is the same.
+* On a shared lab the tenants module runs with ``limit_tenants`` (a full reconcile would offboard everybody
+  else's tenants), which applies only tenant objects; the scenario's flavor, cohorts and priority classes are
+  applied from the same inventory with the collection's single-object modules.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from kubernetes.dynamic.exceptions import NotFoundError
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+PREFIX = "itfs-"
+RUN = uuid.uuid4().hex[:4]
+SETTLE = 8          # seconds the counts must hold still (no over-preemption, no late admission)
+TIMEOUT = 60
+
+PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  vars:
+    present: "{{ fs_state == 'present' }}"
+  tasks:
+    - name: Scenario flavors
+      gpuaas.platform.resource_flavor:
+        name: "{{ item.name }}"
+        state: "{{ fs_state }}"
+      loop: "{{ gpuaas_flavors if present else [] }}"
+    - name: Scenario priority classes
+      gpuaas.platform.workload_priority_class:
+        name: "{{ item.name }}"
+        value: "{{ item.value }}"
+        state: "{{ fs_state }}"
+      loop: "{{ gpuaas_priorities if present else [] }}"
+    - name: Scenario cohorts (parents first)
+      gpuaas.platform.cohort:
+        name: "{{ item.name }}"
+        parent: "{{ item.parent | default(omit) }}"
+        fair_sharing_weight: "{{ item.fair_sharing_weight | default(omit) }}"
+        state: present
+      loop: "{{ gpuaas_cohorts if present else [] }}"
+    - name: Reconcile the scenario tenants
+      gpuaas.platform.tenants:
+        flavors: "{{ gpuaas_flavors }}"
+        cohorts: "{{ gpuaas_cohorts }}"
+        priorities: "{{ gpuaas_priorities }}"
+        tenants: "{{ gpuaas_tenants | map('combine', {'state': fs_state}) | list }}"
+        limit_tenants: "{{ gpuaas_tenants | map(attribute='name') | list }}"
+        delete_namespaces: true
+        check_capacity: false
+        drain_timeout: 120
+    - name: Scenario cohorts (children first)
+      gpuaas.platform.cohort:
+        name: "{{ item.name }}"
+        state: absent
+      loop: "{{ [] if present else gpuaas_cohorts | reverse | list }}"
+    - name: Scenario flavors and priority classes
+      gpuaas.platform.resource_flavor:
+        name: "{{ item.name }}"
+        state: absent
+      loop: "{{ [] if present else gpuaas_flavors }}"
+    - name: Scenario priority classes
+      gpuaas.platform.workload_priority_class:
+        name: "{{ item.name }}"
+        state: absent
+      loop: "{{ [] if present else gpuaas_priorities }}"
+"""
+
+
+def name(short: str) -> str:
+    return "%s%s-%s" % (PREFIX, short, RUN)
+
+
+def res(kube, api_version: str, kind: str):
+    return kube.resources.get(api_version=api_version, kind=kind)
+
+
+def tenant(short: str, cpu: int, cohort: str, preemption: dict | None = None) -> dict:
+    t = {"name": name(short), "namespaces": [name(short)], "cohort": cohort,
+         "quotas": [{"flavor": name("cpu"), "resources": {"cpu": cpu}}]}
+    if preemption:
+        t["preemption"] = preemption
+    return t
+
+
+def apply(run_playbook, inventory: dict, state: str) -> None:
+    run = run_playbook(PLAYBOOK, extra_vars=dict(inventory, fs_state=state), timeout=300)
+    assert run.rc == 0 and run.failed == 0, run.explain()
+
+
+def require_kueue(lab, kube) -> None:
+    listed = lab.dir / "components"
+    if listed.exists() and "kueue" not in listed.read_text().split():
+        pytest.skip("the lab runs without kueue (LAB_COMPONENTS=%s)" % listed.read_text().strip())
+    if lab.kueue_api == "v1beta1":
+        pytest.skip("a LAB_KUEUE_API=v1beta1 lab runs no Kueue controller")
+    hooks = res(kube, "admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration")
+    try:
+        hooks.get(name="kueue-mutating-webhook-configuration")
+    except NotFoundError:
+        pytest.fail("Kueue's webhooks are missing although the lab lists kueue: is lab/components/kueue.sh up?")
+
+
+def submit(kube, namespace: str, count: int, priority: str | None = None) -> None:
+    """Jobs of one pod asking 1 CPU that run for an hour (KWOK), one after the other (creation order matters)."""
+    labels = {"kueue.x-k8s.io/queue-name": "default"}
+    if priority:
+        labels["kueue.x-k8s.io/priority-class"] = priority
+    jobs = res(kube, "batch/v1", "Job")
+    for _ in range(count):
+        jobs.create(namespace=namespace, body={
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"generateName": "fs-", "labels": labels},
+            "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {
+                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}},
+                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                         "containers": [{"name": "work", "image": "registry.invalid/fs:1",
+                                         "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}}}})
+
+
+def reserving(kube, queues: list[str]) -> dict[str, int]:
+    """Workloads holding quota per ClusterQueue, counted from the Workloads themselves: QuotaReserved and not
+    evicted (an evicted workload still holds quota until its Job is stopped; it is counted then too)."""
+    out = {q: 0 for q in queues}
+    for wl in res(kube, KUEUE, "Workload").get().items:
+        wl = wl.to_dict()
+        cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")
+        if cq not in out:
+            continue
+        conds = {c["type"]: c["status"] for c in (wl.get("status") or {}).get("conditions") or []}
+        if conds.get("QuotaReserved") == "True" and conds.get("Finished") != "True":
+            out[cq] += 1
+    return out
+
+
+def expect_counts(kube, expected: dict[str, int], what: str) -> None:
+    """Wait until the reserving counts equal ``expected`` and then stay so for SETTLE seconds."""
+    queues = list(expected)
+    end = time.monotonic() + TIMEOUT
+    last = None
+    while time.monotonic() < end:
+        last = reserving(kube, queues)
+        if last == expected:
+            held = time.monotonic() + SETTLE
+            while time.monotonic() < held:
+                time.sleep(1)
+                now = reserving(kube, queues)
+                assert now == expected, "%s: reached %s but then moved to %s" % (what, expected, now)
+            return
+        time.sleep(1)
+    raise AssertionError("%s: expected %s, last seen %s after %ss" % (what, expected, last, TIMEOUT))
+
+
+def wait_active(kube, queues: list[str]) -> None:
+    end = time.monotonic() + TIMEOUT
+    while time.monotonic() < end:
+        active = 0
+        for q in queues:
+            try:
+                cq = res(kube, KUEUE, "ClusterQueue").get(name=q).to_dict()
+            except NotFoundError:
+                continue
+            conds = {c["type"]: c["status"] for c in (cq.get("status") or {}).get("conditions") or []}
+            active += conds.get("Active") == "True"
+        if active == len(queues):
+            return
+        time.sleep(1)
+    raise AssertionError("ClusterQueues %s did not become Active" % queues)
+
+
+def delete_jobs(kube, namespaces: list[str]) -> None:
+    for ns in namespaces:
+        try:
+            res(kube, "batch/v1", "Job").delete(namespace=ns, body={"propagationPolicy": "Background"},
+                                                label_selector="kueue.x-k8s.io/queue-name=default")
+        except NotFoundError:
+            pass
+
+
+@pytest.fixture
+def scenario(lab, kube, run_playbook):
+    """Applies an inventory (returns its tenant names); removes everything afterwards with the same modules."""
+    require_kueue(lab, kube)
+    applied = []
+
+    def _apply(inventory: dict) -> list[str]:
+        applied.append(inventory)
+        apply(run_playbook, inventory, "present")
+        queues = [t["name"] for t in inventory["gpuaas_tenants"]]
+        wait_active(kube, queues)
+        return queues
+
+    yield _apply
+    for inventory in applied:
+        delete_jobs(kube, [t["name"] for t in inventory["gpuaas_tenants"]])
+        apply(run_playbook, inventory, "absent")
+
+
+def test_three_queues_of_three_share_by_preemption(scenario, kube):
+    cohort = name("all")
+    reclaim = {"reclaim_within_cohort": "Any", "within_cluster_queue": "LowerPriority"}
+    inventory = {
+        "gpuaas_flavors": [{"name": name("cpu")}],
+        "gpuaas_cohorts": [{"name": cohort}],
+        "gpuaas_priorities": [],
+        "gpuaas_tenants": [tenant("a", 3, cohort, reclaim), tenant("b", 3, cohort, reclaim),
+                           tenant("c", 3, cohort, reclaim)],
+    }
+    a, b, c = scenario(inventory)
+    submit(kube, a, 10)
+    expect_counts(kube, {a: 9, b: 0, c: 0}, "a saturates the cohort (9 of its 10)")
+    submit(kube, b, 5)
+    expect_counts(kube, {a: 5, b: 4, c: 0}, "b submits 5")
+    submit(kube, c, 1)
+    expect_counts(kube, {a: 4, b: 4, c: 1}, "c submits 1")
+
+
+def test_weighted_hierarchy_gives_4_2_2_4(scenario, kube):
+    root, research = name("root"), name("research")
+    lower = {"reclaim_within_cohort": "LowerPriority"}
+    inventory = {
+        "gpuaas_flavors": [{"name": name("cpu")}],
+        "gpuaas_cohorts": [
+            {"name": root},
+            {"name": research, "parent": root},
+            {"name": name("chemistry"), "parent": research},
+            {"name": name("physics"), "parent": research},
+            {"name": name("llm"), "parent": research, "fair_sharing_weight": 2},
+            {"name": name("best-effort"), "parent": root, "fair_sharing_weight": 0.5},
+        ],
+        "gpuaas_priorities": [{"name": name("low"), "value": -1}, {"name": name("high"), "value": 100}],
+        "gpuaas_tenants": [
+            # Kueue's test keeps the 12 CPUs in the root Cohort; the inventory has no cohort quotas (see above)
+            tenant("bank", 12, root),
+            tenant("be", 0, name("best-effort")),
+            tenant("chem", 0, name("chemistry"), lower),
+            tenant("phys", 0, name("physics"), lower),
+            tenant("llmq", 0, name("llm"), lower),
+        ],
+    }
+    bank, be, chem, phys, llm = scenario(inventory)
+    for _ in range(6):
+        submit(kube, be, 1, name("low"))
+        submit(kube, phys, 1, name("low"))
+    expect_counts(kube, {bank: 0, be: 6, chem: 0, phys: 6, llm: 0}, "best-effort and physics use all 12")
+    for _ in range(6):
+        for q in (chem, phys, llm, be):   # Kueue's test: every queue in creation order
+            submit(kube, q, 1, name("high"))
+    expect_counts(kube, {bank: 0, be: 4, chem: 2, phys: 2, llm: 4}, "high-priority work in every queue")
