@@ -225,6 +225,9 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus
     parse_duration,
     parse_time,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import promql
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import recommendations
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import report as report_rendering
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import utilization as util
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
@@ -248,7 +251,7 @@ def queue_figures(module: t.Any, prom: PrometheusClient, start: float, end: floa
     if source == "none":
         return [], "none"
     if source in ("auto", "prometheus"):
-        queries = util.kueue_queries(module.params["kueue_selector"])
+        queries = promql.kueue_queries(module.params["kueue_selector"])
         data = {name: matrix_samples(prom.query_range(q, start, end, step)["result"]) for name, q in queries.items()}
         if data["nominal"] or data["usage"]:
             return util.queue_report_from_metrics(data["nominal"], data["borrowing_limit"], data["usage"],
@@ -280,35 +283,35 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     window = parse_duration(params["window"])
     if window <= 0:
         raise PrometheusError("window must be positive", hint="e.g. window: 1h")
-    step = parse_duration(params["step"]) if params["step"] else util.auto_step(window)
+    step = parse_duration(params["step"]) if params["step"] else promql.auto_step(window)
     if step <= 0 or step > window:
         raise PrometheusError("step %s must be positive and not longer than the window %s" % (params["step"], params["window"]))
     idle_for = parse_duration(params["idle_for"])
-    start, end = util.range_bounds(parse_time(params["time"], now()), window, step)
+    start, end = promql.range_bounds(parse_time(params["time"], now()), window, step)
     warnings: t.List[str] = []
-    gpu_util = matrix_samples(prom.query_range(util.dcgm_query(util.DCGM_GPU_UTIL, params["dcgm_selector"]), start, end, step)["result"])
+    gpu_util = matrix_samples(prom.query_range(promql.dcgm_query(promql.DCGM_GPU_UTIL, params["dcgm_selector"]), start, end, step)["result"])
     if not gpu_util:
         raise PrometheusError(
-            "no %s series in Prometheus between %s and %s" % (util.DCGM_GPU_UTIL, int(start), int(end)),
+            "no %s series in Prometheus between %s and %s" % (promql.DCGM_GPU_UTIL, int(start), int(end)),
             hint="is the NVIDIA DCGM exporter running and scraped (GPU Operator dcgmExporter + the observability "
                  "role's ServiceMonitor)? Check dcgm_selector and the window.",
         )
-    fb_used = matrix_samples(prom.query_range(util.dcgm_query(util.DCGM_FB_USED, params["dcgm_selector"]), start, end, step)["result"])
+    fb_used = matrix_samples(prom.query_range(promql.dcgm_query(promql.DCGM_FB_USED, params["dcgm_selector"]), start, end, step)["result"])
     report = util.gpu_report(gpu_util, fb_used, start, end, step, tenants=params["tenants"],
                              idle_threshold=params["idle_threshold"], idle_for=idle_for)
     queues, source = queue_figures(module, prom, start, end, step, warnings)
     util.attach_queues(report, queues)
     report["kueue_source"] = source
-    report["recommendations"] = util.recommendations(report, params["underuse_ratio"], params["persistent_ratio"])
-    report["violations"] = util.evaluate_thresholds(report, params["min_utilization"], params["max_idle_gpus"],
-                                                    params["max_unallocated_gpus"])
+    report["recommendations"] = recommendations.recommendations(report, params["underuse_ratio"], params["persistent_ratio"])
+    report["violations"] = recommendations.evaluate_thresholds(report, params["min_utilization"], params["max_idle_gpus"],
+                                                               params["max_unallocated_gpus"])
     report["thresholds"] = {"min_utilization": params["min_utilization"], "max_idle_gpus": params["max_idle_gpus"],
                             "max_unallocated_gpus": params["max_unallocated_gpus"]}
     report["health"] = list(params["health"])
     failed_health = [h for h in report["health"] if not h.get("ok")]
     report["result"] = "failed" if report["violations"] or failed_health else "passed"
-    out = {"changed": False, "report": report, "table": util.tenant_table(report),
-           "markdown": util.render_markdown(report, health=report["health"] or None), "warnings_list": warnings}
+    out = {"changed": False, "report": report, "table": report_rendering.tenant_table(report),
+           "markdown": report_rendering.render_markdown(report, health=report["health"] or None), "warnings_list": warnings}
     for key in ("cluster", "gpus", "namespaces", "tenants", "idle_gpus", "unallocated_gpus", "queues",
                 "recommendations", "violations"):
         out[key] = report[key]

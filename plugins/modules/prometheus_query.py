@@ -136,7 +136,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus
     parse_duration,
     parse_time,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.observe.utilization import auto_step
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.promql import auto_step
 
 
 def run(module: t.Any) -> t.Dict[str, t.Any]:

@@ -12,7 +12,7 @@ import subprocess
 
 import yaml
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.observe.utilization import DCGM_METRICS, KUEUE_METRICS
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.promql import DCGM_METRICS, KUEUE_METRICS
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RULES = os.path.join(ROOT, "roles", "observability", "files", "gpuaas-alerts.rules.yml")

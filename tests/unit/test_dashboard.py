@@ -14,7 +14,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.observe.utilization import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.promql import (
     DCGM_METRICS,
     KUEUE_METRICS,
 )

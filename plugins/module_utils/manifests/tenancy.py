@@ -85,7 +85,7 @@ def resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]] = No
                     tolerations: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
                     topology_name: t.Optional[str] = None) -> t.Dict[str, t.Any]:
     return kueue.resource_flavor(name, node_labels=node_labels or None, node_taints=node_taints or None,
-                                  tolerations=tolerations or None, topology_name=topology_name, labels=labels_for())
+                                 tolerations=tolerations or None, topology_name=topology_name, labels=labels_for())
 
 
 def cohort(name: str, parent: t.Optional[str] = None, fair_sharing_weight: t.Optional[str] = None) -> t.Dict[str, t.Any]:

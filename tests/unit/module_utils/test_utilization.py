@@ -7,6 +7,9 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import monitoring
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import promql
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import recommendations
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import report as report_rendering
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import utilization as u
 
 T0 = 1_800_000_000.0
@@ -69,33 +72,33 @@ def report_for(variant="honored", **kwargs):
 
 # --- PromQL --------------------------------------------------------------------------------------
 def test_dcgm_query_dedupes_and_keeps_every_label_variant():
-    q = u.dcgm_query("DCGM_FI_DEV_GPU_UTIL", '{job="gpu-metrics"}')
+    q = promql.dcgm_query("DCGM_FI_DEV_GPU_UTIL", '{job="gpu-metrics"}')
     assert q.startswith("max by (Hostname, hostname, kubernetes_node, node, gpu, UUID, ")
     for label in ("namespace", "pod", "exported_namespace", "exported_pod", "GPU_I_ID", "modelName"):
         assert label in q
     assert q.endswith('(DCGM_FI_DEV_GPU_UTIL{job="gpu-metrics"})')
-    assert u.dcgm_query("DCGM_FI_DEV_FB_USED").endswith("(DCGM_FI_DEV_FB_USED)")
+    assert promql.dcgm_query("DCGM_FI_DEV_FB_USED").endswith("(DCGM_FI_DEV_FB_USED)")
 
 
 def test_kueue_queries_skip_follower_replicas_and_add_selector():
-    qs = u.kueue_queries('cluster_queue=~"nlp|vision"')
+    qs = promql.kueue_queries('cluster_queue=~"nlp|vision"')
     assert qs["nominal"] == ('max by (cohort, cluster_queue, flavor, resource) '
                              '(kueue_cluster_queue_nominal_quota{replica_role!="follower",cluster_queue=~"nlp|vision"})')
     assert qs["pending"] == 'sum by (cluster_queue) (kueue_pending_workloads{replica_role!="follower",cluster_queue=~"nlp|vision"})'
     assert set(qs) == {"nominal", "borrowing_limit", "usage", "pending", "admitted", "status"}
     for q in qs.values():
         metric = q.split("(")[-1].split("{")[0]
-        assert metric in u.KUEUE_METRICS
+        assert metric in promql.KUEUE_METRICS
 
 
 def test_range_bounds_give_exact_point_count():
-    start, end = u.range_bounds(END, 60, 5)
+    start, end = promql.range_bounds(END, 60, 5)
     assert (start, end) == (START, END)
     assert int((end - start) / 5) + 1 == 12
-    assert u.auto_step(3600) == 15.0
-    assert u.auto_step(86400) == 360.0
+    assert promql.auto_step(3600) == 15.0
+    assert promql.auto_step(86400) == 360.0
     with pytest.raises(ValueError):
-        u.range_bounds(END, 0, 5)
+        promql.range_bounds(END, 0, 5)
 
 
 def test_quantile_matches_promql_linear_interpolation():
@@ -223,7 +226,7 @@ def test_mig_instances_are_separate_gpus():
     assert [(g["mig_instance"], g["state"]) for g in report["gpus"]] == [("1", "busy"), ("2", "unallocated")]
     assert u.gpu_name(report["gpus"][0]) == "gpu-a100-mig-0 GPU 0 MIG 1 (1g.10gb)"
     assert [u.gpu_name(g) for g in report["unallocated_gpus"]] == ["gpu-a100-mig-0 GPU 0 MIG 2 (1g.10gb)"]
-    assert "- gpu-a100-mig-0 GPU 0 MIG 2 (1g.10gb) (NVIDIA A100-SXM4-80GB, UUID GPU-a100)" in u.render_markdown(report)
+    assert "- gpu-a100-mig-0 GPU 0 MIG 2 (1g.10gb) (NVIDIA A100-SXM4-80GB, UUID GPU-a100)" in report_rendering.render_markdown(report)
 
 
 def test_duplicate_series_count_once_and_nan_skipped():
@@ -296,8 +299,8 @@ def test_queue_report_from_cluster_queue_objects():
 def full_report(**thresholds):
     report = report_for()
     u.attach_queues(report, u.queue_report_from_metrics(*kueue_matrices()))
-    report["recommendations"] = u.recommendations(report)
-    report["violations"] = u.evaluate_thresholds(report, **thresholds)
+    report["recommendations"] = recommendations.recommendations(report)
+    report["violations"] = recommendations.evaluate_thresholds(report, **thresholds)
     return report
 
 
@@ -346,7 +349,7 @@ def test_thresholds_name_tenant_gpu_and_reason():
 def test_rendering():
     report = full_report(min_utilization=50)
     report["result"] = "failed"
-    lines = u.tenant_table(report)
+    lines = report_rendering.tenant_table(report)
     assert lines[0].split() == ["TENANT", "GPUS", "IDLE", "AVG%", "P95%", "MEM", "MiB", "GPU-h", "GPU", "QUOTA",
                                 "used/nominal", "PENDING"]
     nlp = next(line for line in lines if line.startswith("nlp "))
@@ -354,9 +357,10 @@ def test_rendering():
     assert "9/6 (+3 borrowed)" in next(line for line in lines if line.startswith("vision "))
     # 2700 utilization-points over 192 GPU samples = 14.06 %, over 60 allocated samples = 45 %
     assert lines[-1] == "cluster: 16 GPUs, 5 allocated, 1 idle, 11 unallocated, avg 14.06% (allocated: 45%)"
-    md = u.render_markdown(report, health=[{"check": "kueue", "object": "ClusterQueue/nlp", "ok": True, "message": "active"},
-                                           {"check": "keda", "object": "ScaledObject/a/b", "ok": False,
-                                            "message": "ScaledObject a|b not Ready", "hint": "describe it"}])
+    health = [{"check": "kueue", "object": "ClusterQueue/nlp", "ok": True, "message": "active"},
+              {"check": "keda", "object": "ScaledObject/a/b", "ok": False,
+               "message": "ScaledObject a|b not Ready", "hint": "describe it"}]
+    md = report_rendering.render_markdown(report, health=health)
     assert md.startswith("# GPU platform validation report\n")
     assert "**Result: FAILED**" in md
     assert "| kueue | ClusterQueue/nlp | ok | active |" in md
@@ -382,5 +386,5 @@ def test_quota_cell_keeps_gpu_types_apart():
         {"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 6.0, "usage": 2.0, "borrowed": 0.0},
         {"flavor": "a100-mig-1g", "resource": "nvidia.com/mig-1g.10gb", "nominal": 7.0, "usage": 8.0, "borrowed": 1.0},
         {"flavor": "h100", "resource": "cpu", "nominal": 64.0, "usage": 1.0, "borrowed": 0.0}]}
-    assert u._cell(row, "quota") == "2/6 h100, 8/7 a100-mig-1g (+1)"
-    assert u._cell({"gpu_quota_nominal": None}, "quota") == "-"
+    assert report_rendering._cell(row, "quota") == "2/6 h100, 8/7 a100-mig-1g (+1)"
+    assert report_rendering._cell({"gpu_quota_nominal": None}, "quota") == "-"
