@@ -111,11 +111,24 @@ def simulate(jobs: List[Mapping], tree: Tree, capacity: Mapping[str, float],
                     e = ent.get(t, 0.0)
                     return (use[t] + extra) / e if e > EPS else float("inf")
 
+                # tenants below their entitlement whose next job does not fit: nobody else may grow beyond
+                # its entitlement meanwhile (what is freed is kept for them)
+                starving = set()
+                for t, q in queues.items():
+                    head = next((x for x in q if x.job.pool == pool), None)
+                    if head is not None and use[t] + EPS < ent.get(t, 0.0) and not fits(head.job, use):
+                        starving.add(t)
                 # 1. admit the first fitting job of the tenant furthest below its entitlement
                 best = None
                 for t, q in queues.items():
+                    if starving and t not in starving and ratio(t, 0.0) >= 1.0 - EPS:
+                        continue
                     for item in q:
-                        if item.job.pool == pool and fits(item.job, use):
+                        if item.job.pool != pool:
+                            continue
+                        if starving and t not in starving and ratio(t, item.job.size) > 1.0 + EPS:
+                            continue
+                        if fits(item.job, use):
                             cand = (ratio(t), item.key, t, item)
                             if best is None or cand[:2] < best[:2]:
                                 best = cand
