@@ -14,7 +14,7 @@ LAB_ENV     := $(CURDIR)/.lab/env
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(CURDIR)/$(VENV)/lib/python3.12/site-packages:$(CURDIR)/$(VENV)/lib/python3.13/site-packages
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help prereqs venv collection lab-build lab-up lab-down lab-status lab-variant-up lab-variant-down demo test sanity lint unit integration molecule bench clean
+.PHONY: help prereqs venv collection lab-build lab-up lab-down lab-status lab-variant-up lab-variant-down demo test sanity lint unit integration molecule bench bench-fairness clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -117,6 +117,14 @@ demo: lab-up collection
 
 bench: lab-up collection
 	source $(LAB_ENV) && $(PY) bench/tenants_bench.py $(BENCH_ARGS)
+
+# Fair-sharing proof (issue 14): its own lab (.lab-fair, ports +500, Kueue only; the variants are full tenancy
+# reconciles), the seeded trace replayed per variant, offline ideal/static, summary + SVGs in the output directory.
+# A reduced run: make bench-fairness FAIRNESS_ARGS="--jobs 120 --horizon 160 --out bench/fairness/results/reduced"
+bench-fairness: collection
+	@LAB_DIR=$(CURDIR)/.lab-fair LAB_PORT_OFFSET=500 LAB_COMPONENTS=kueue bash lab/lab.sh up
+	@source $(CURDIR)/.lab-fair/env && $(PY) bench/fairness/run.py $(FAIRNESS_ARGS); rc=$$?; \
+	  LAB_DIR=$(CURDIR)/.lab-fair bash lab/lab.sh down; exit $$rc
 
 clean: lab-down
 	rm -rf .build $(VENV)

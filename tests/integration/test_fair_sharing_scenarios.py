@@ -41,27 +41,25 @@ TIMEOUT = 60
 PLAYBOOK = """
 - hosts: localhost
   gather_facts: false
-  vars:
-    present: "{{ fs_state == 'present' }}"
   tasks:
     - name: Scenario flavors
       gpuaas.platform.resource_flavor:
         name: "{{ item.name }}"
         state: "{{ fs_state }}"
-      loop: "{{ gpuaas_flavors if present else [] }}"
+      loop: "{{ gpuaas_flavors if fs_state == 'present' else [] }}"
     - name: Scenario priority classes
       gpuaas.platform.workload_priority_class:
         name: "{{ item.name }}"
         value: "{{ item.value }}"
         state: "{{ fs_state }}"
-      loop: "{{ gpuaas_priorities if present else [] }}"
+      loop: "{{ gpuaas_priorities if fs_state == 'present' else [] }}"
     - name: Scenario cohorts (parents first)
       gpuaas.platform.cohort:
         name: "{{ item.name }}"
         parent: "{{ item.parent | default(omit) }}"
         fair_sharing_weight: "{{ item.fair_sharing_weight | default(omit) }}"
         state: present
-      loop: "{{ gpuaas_cohorts if present else [] }}"
+      loop: "{{ gpuaas_cohorts if fs_state == 'present' else [] }}"
     - name: Reconcile the scenario tenants
       gpuaas.platform.tenants:
         flavors: "{{ gpuaas_flavors }}"
@@ -76,17 +74,17 @@ PLAYBOOK = """
       gpuaas.platform.cohort:
         name: "{{ item.name }}"
         state: absent
-      loop: "{{ [] if present else gpuaas_cohorts | reverse | list }}"
+      loop: "{{ [] if fs_state == 'present' else gpuaas_cohorts | reverse | list }}"
     - name: Scenario flavors and priority classes
       gpuaas.platform.resource_flavor:
         name: "{{ item.name }}"
         state: absent
-      loop: "{{ [] if present else gpuaas_flavors }}"
+      loop: "{{ [] if fs_state == 'present' else gpuaas_flavors }}"
     - name: Scenario priority classes
       gpuaas.platform.workload_priority_class:
         name: "{{ item.name }}"
         state: absent
-      loop: "{{ [] if present else gpuaas_priorities }}"
+      loop: "{{ [] if fs_state == 'present' else gpuaas_priorities }}"
 """
 
 
