@@ -144,11 +144,8 @@ def make_before_apply(module):
             raise GpuaasError(
                 "%s submits to ClusterQueue %s; its clusterQueue cannot be changed to %s in place" % (ref, current, wanted),
                 hint="set recreate: true to delete and recreate the LocalQueue (pending workloads wait until it is back)")
-        deleted = engine.delete([ref], wait=not engine.check_mode, wait_timeout=module.params["wait_timeout"])
+        deleted = engine.recreate([ref], wait_timeout=module.params["wait_timeout"])
         out = deleted.to_module_result(diff=True)
-        if engine.check_mode:
-            # The dry run cannot create over an object that still exists: report the create without sending it.
-            engine.assume_deleted.add(ref.key)
         return {"deleted": out["deleted"], "diff": out.get("diff", [])}
     return before_apply
 

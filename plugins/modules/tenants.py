@@ -223,9 +223,8 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import COMPONENT_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TENANT_LABEL
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import COMPONENT_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TENANT_LABEL, tenant_of
 
-DRAIN_FIELD_MANAGER = "gpuaas.platform-drain"
 OWNED_SELECTOR = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE,
                                   COMPONENT_LABEL, builders.COMPONENT_VALUE)
 
@@ -365,8 +364,10 @@ class TenantsReconciler:
         offboard = sorted({(cq["metadata"].get("labels") or {}).get(TENANT_LABEL) for cq in live_cqs} - present - {None})
         if limit is not None:
             offboard = [x for x in offboard if x in limit]
-        self.drain(offboard, live_cqs, kueue_av)
-        self.undrain([x for x in present if limit is None or x in limit], live_cqs, kueue_av)
+        engine.drain(kueue_av, "ClusterQueue", [cq for cq in live_cqs if tenant_of(cq) in offboard],
+                     float(p.get("drain_timeout", 600)), self.sleep, self.clock)
+        engine.undrain(kueue_av, "ClusterQueue",
+                       [cq for cq in live_cqs if tenant_of(cq) in present and (limit is None or tenant_of(cq) in limit)])
         recreated = self.recreate_moved_local_queues(desired, kueue_av, engine)
 
         served_kinds = []
@@ -414,71 +415,6 @@ class TenantsReconciler:
             out["capacity"] = model.capacity
         return out
 
-    # -- offboarding ---------------------------------------------------------------------------------
-    def drain(self, tenants: t.Sequence[str], live_cqs: t.Sequence[t.Mapping[str, t.Any]], kueue_av: str) -> None:
-        """stopPolicy HoldAndDrain on each tenant's ClusterQueue, then wait until nothing is admitted."""
-        if not tenants:
-            return
-        res = self.client.resource(kueue_av, "ClusterQueue")
-        names = []
-        for cq in live_cqs:
-            meta = cq.get("metadata") or {}
-            if (meta.get("labels") or {}).get(TENANT_LABEL) not in tenants:
-                continue
-            names.append(meta["name"])
-            if (cq.get("spec") or {}).get("stopPolicy") == "HoldAndDrain":
-                continue
-            body = {"apiVersion": kueue_av, "kind": "ClusterQueue", "metadata": {"name": meta["name"]},
-                    "spec": {"stopPolicy": "HoldAndDrain"}}
-            try:
-                res.apply(body, DRAIN_FIELD_MANAGER, force=True, dry_run=self.check_mode)
-            except ApiException as exc:
-                raise translate_api_exception(exc, "drain (stopPolicy HoldAndDrain)", "ClusterQueue %s" % meta["name"])
-        if self.check_mode:
-            return
-        timeout = float(self.params.get("drain_timeout", 600))
-        deadline = self.clock() + timeout
-        busy: t.Dict[str, t.Tuple[int, int]] = {}
-        while True:
-            busy = {}
-            for name in names:
-                try:
-                    cq = res.get(name)
-                except ApiException as exc:
-                    raise translate_api_exception(exc, "read", "ClusterQueue %s" % name)
-                status = (cq or {}).get("status") or {}
-                admitted = int(status.get("admittedWorkloads") or 0)
-                reserving = int(status.get("reservingWorkloads") or 0)
-                if admitted or reserving:
-                    busy[name] = (admitted, reserving)
-            if not busy:
-                return
-            if self.clock() >= deadline:
-                raise GpuaasError(
-                    "offboarding: %d ClusterQueue%s still hold%s workloads after %ss of draining; nothing was deleted"
-                    % (len(busy), "" if len(busy) == 1 else "s", "s" if len(busy) == 1 else "", int(timeout)),
-                    hint="the queues stay on stopPolicy HoldAndDrain; wait for the workloads to finish or delete them "
-                         "(kubectl get workloads -A), or raise gpuaas_drain_timeout, then run again",
-                    problems=["ClusterQueue %s: %d admitted, %d reserving" % (n, a, r) for n, (a, r) in sorted(busy.items())])
-            self.sleep(2.0)
-
-    def undrain(self, tenants: t.Sequence[str], live_cqs: t.Sequence[t.Mapping[str, t.Any]], kueue_av: str) -> None:
-        """A tenant back in the inventory after an unfinished offboarding: release the drain stopPolicy."""
-        res = None
-        for cq in live_cqs:
-            meta = cq.get("metadata") or {}
-            if (meta.get("labels") or {}).get(TENANT_LABEL) not in tenants:
-                continue
-            drained = any(m.get("manager") == DRAIN_FIELD_MANAGER for m in meta.get("managedFields") or [])
-            if not drained:
-                continue
-            res = res or self.client.resource(kueue_av, "ClusterQueue")
-            body = {"apiVersion": kueue_av, "kind": "ClusterQueue", "metadata": {"name": meta["name"]}}
-            try:
-                res.apply(body, DRAIN_FIELD_MANAGER, force=True, dry_run=self.check_mode)
-            except ApiException as exc:
-                raise translate_api_exception(exc, "undrain", "ClusterQueue %s" % meta["name"])
-
     def recreate_moved_local_queues(self, desired: t.Sequence[t.Mapping[str, t.Any]], kueue_av: str,
                                     engine: ApplyEngine) -> t.List[str]:
         """Delete owned LocalQueues whose (immutable) clusterQueue differs from the desired one."""
@@ -492,11 +428,8 @@ class TenantsReconciler:
             key = (meta.get("namespace"), meta.get("name"))
             if key in wanted and (lq.get("spec") or {}).get("clusterQueue") != wanted[key]:
                 stale.append(ObjectRef(kueue_av, "LocalQueue", key[1], key[0]))
-        if stale and self.check_mode:
-            # The dry run cannot create over an object that still exists: report the create without sending it.
-            engine.assume_deleted.update(r.key for r in stale)
-        elif stale:
-            engine.delete(stale, wait=True, wait_timeout=60)
+        if stale:
+            engine.recreate(stale, wait_timeout=60)
         return ["%s/%s" % (r.namespace, r.name) for r in stale]
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 import typing as t
 from concurrent.futures import ThreadPoolExecutor
 
@@ -42,6 +43,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership imp
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, ObjectResult, PruneScope, ReconcileResult
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.waiter import Waiter
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.drain import Drainer
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_versions import (
     cohort_api_version,
     cohort_parent_field,
@@ -445,3 +447,24 @@ class ApplyEngine:
     def wait_gone(self, results: t.Sequence[ObjectResult], timeout: float = 120, sleep: float = 2.0) -> None:
         """Wait until deleted objects are really gone (finalizers done)."""
         Waiter(self.client).wait_gone(results, timeout, sleep)
+
+    # -- drain and recreate (kube/drain.py) -------------------------------------------------------------
+    def drain(self, api_version: str, kind: str, live: t.Sequence[t.Mapping[str, t.Any]], timeout: float,
+              sleep: t.Callable[[float], None] = time.sleep, clock: t.Callable[[], float] = time.monotonic) -> None:
+        """Drain listed objects before removal (kinds.DRAIN_SPECS) and wait until they hold no work."""
+        Drainer(self.client, self.check_mode, sleep, clock).drain(api_version, kind, live, timeout)
+
+    def undrain(self, api_version: str, kind: str, live: t.Sequence[t.Mapping[str, t.Any]]) -> None:
+        """Release a drain left by an unfinished removal."""
+        Drainer(self.client, self.check_mode).undrain(api_version, kind, live)
+
+    def recreate(self, refs: t.Sequence[ObjectRef], wait_timeout: int = 60) -> ReconcileResult:
+        """Delete objects whose immutable fields must change, so the next reconcile creates them anew.
+
+        In check mode the delete is a dry run and the next reconcile reports the create without sending it
+        (a dry-run create over an object that still exists would fail).
+        """
+        result = self.delete(refs, wait=not self.check_mode, wait_timeout=wait_timeout)
+        if self.check_mode:
+            self.assume_deleted.update(r.key for r in refs)
+        return result

@@ -56,5 +56,19 @@ READY_CONDITIONS: t.Dict[str, t.Dict[str, str]] = {
 }
 
 
+# How to drain an object before it is removed: the fields a separate field manager applies (so the inventory's
+# own apply never fights it and a re-added tenant can release it), and the status counters that must reach zero.
+DRAIN_SPECS: t.Dict[str, t.Dict[str, t.Any]] = {
+    "ClusterQueue": {
+        "patch": {"spec": {"stopPolicy": "HoldAndDrain"}},
+        "busy_status": ("admittedWorkloads", "reservingWorkloads"),
+        "busy_labels": ("admitted", "reserving"),
+        "what": "drain (stopPolicy HoldAndDrain)",
+        "hint": "the queues stay on stopPolicy HoldAndDrain; wait for the workloads to finish or delete them "
+                "(kubectl get workloads -A), or raise gpuaas_drain_timeout, then run again",
+    },
+}
+
+
 def tier_of(kind: str) -> int:
     return KIND_TIERS.get(kind, DEFAULT_TIER)
