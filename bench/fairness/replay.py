@@ -304,6 +304,7 @@ def replay(trace: Mapping[str, Any], variant: str, out: Path, scale: float = 1.0
                 sched.wait(10)
             except subprocess.TimeoutExpired:
                 sched.kill()
+    time.sleep(6)   # one more Prometheus scrape (5 s) of Kueue's counters
     after = prom_counters(prom)
     meta = {"variant": variant, "t0_ms": int(t0 * 1000), "scale": scale, "binpack": binpack,
             "trace_sha256": trace["sha256"], "trace_seed": trace["params"]["seed"], "jobs": len(trace["jobs"]),

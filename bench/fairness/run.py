@@ -56,6 +56,16 @@ def machine() -> str:
         platform.platform(), os.cpu_count() or 0, load[0], load[1], load[2], platform.python_version())
 
 
+def counter_delta(meta: Dict[str, Any], name: str) -> Optional[float]:
+    before, after = meta["prometheus_before"].get(name), meta["prometheus_after"].get(name)
+    if not isinstance(after, list):
+        return None
+    total = sum(v for _, v in after)
+    if isinstance(before, list):
+        total -= sum(v for _, v in before)
+    return total
+
+
 def summarise_dir(out: Path) -> str:
     from bench.fairness import replay
 
@@ -97,6 +107,11 @@ def summarise_dir(out: Path) -> str:
         lines.append("- lab `%s`: 1 trace minute = %s s, bin-packing scheduler %s, converge %.1f s, %d submit errors, "
                      "wall %.0f s" % (variant, meta["scale"], "on" if meta["binpack"] else "off", meta["converge_seconds"],
                                       len(meta["errors"]), (meta["ended_ms"] - meta["t0_ms"]) / 1000.0))
+        res = schedules["%s (lab)" % variant]
+        lines.append("  cross-check with Kueue's counters in Prometheus: admitted +%s (recorded %d admissions), "
+                     "preempted +%s (recorded %d evictions)" % (
+                         counter_delta(meta, "admitted"), sum(len(r.runs) for r in res),
+                         counter_delta(meta, "preempted"), sum(1 for r in res for x in r.runs if x.evicted)))
     lines += ["", summarise.figures_table(named, statics, fair), ""]
     ideal = named.get("ideal (offline)")
     for name in ("tenancy (lab)", "weights1 (lab)", "ideal (offline)"):
