@@ -21,6 +21,21 @@ def fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+def _steps(values: List[float], x, y, forward: bool) -> List[str]:
+    """Corner points of a step line (only where the value changes), left to right or right to left."""
+    n = len(values)
+    pts = []
+    order = range(n) if forward else reversed(range(n))
+    for i in order:
+        a, b = (i, i + 1) if forward else (i + 1, i)
+        prev = i - 1 if forward else i + 1
+        if 0 <= prev < n and values[prev] == values[i]:
+            pts[-1] = "%.1f,%.1f" % (x(b), y(values[i]))
+            continue
+        pts += ["%.1f,%.1f" % (x(a), y(values[i])), "%.1f,%.1f" % (x(b), y(values[i]))]
+    return pts
+
+
 def stacked_svg(results: List[JobResult], pool: str, tenants: List[str], cap: float, title: str,
                 step: float = 1.0, width: int = 820, height: int = 220) -> str:
     s = metrics.series(results, pool, tenants, step)
@@ -43,17 +58,13 @@ def stacked_svg(results: List[JobResult], pool: str, tenants: List[str], cap: fl
     base = [0.0] * n
     for k, t in enumerate(tenants):
         upper = [base[i] + s["alloc"][t][i] for i in range(n)]
-        pts = []
-        for i in range(n):
-            pts += ["%.1f,%.1f" % (x(i), y(upper[i])), "%.1f,%.1f" % (x(i + 1), y(upper[i]))]
-        for i in reversed(range(n)):
-            pts += ["%.1f,%.1f" % (x(i + 1), y(base[i])), "%.1f,%.1f" % (x(i), y(base[i]))]
+        pts = _steps(upper, x, y, forward=True) + _steps(base, x, y, forward=False)
         parts.append('<polygon points="%s" fill="%s" stroke="none"/>' % (" ".join(pts), COLORS[k % len(COLORS)]))
         parts.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>'
                      % (left + w + 10, top + 16 * k, COLORS[k % len(COLORS)], left + w + 24, top + 9 + 16 * k, t))
         base = upper
     demand = [min(ymax, sum(s["demand"][t][i] for t in tenants)) for i in range(n)]
-    dpts = " ".join("%.1f,%.1f" % (x(i + 0.5), y(demand[i])) for i in range(n))
+    dpts = " ".join(_steps(demand, x, y, forward=True))
     parts.append('<polyline points="%s" fill="none" stroke="#333" stroke-dasharray="3,2" stroke-width="1"/>' % dpts)
     parts.append('<text x="%d" y="%d">demand (dashed, capped)</text>' % (left + w + 10, top + 16 * len(tenants) + 9))
     parts.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#000" stroke-width="0.5"/>' % (left, y(cap), left + w, y(cap)))
