@@ -3,7 +3,7 @@
 """Install the helm binary into the execution environment (kubernetes.core.helm needs it on the Kubernetes path).
 
 Python only (no curl or tar in minimal base images). Env: HELM_VERSION (e.g. v3.19.0), HELM_SHA256 (optional pin;
-else the .sha256sum published beside the archive is checked), HELM_BASE_URL (a mirror for disconnected builds).
+else the .sha256sum published beside the archive is checked), HELM_BASE_URL (a mirror for disconnected builds), HELM_INSTALL_DIR (/usr/local/bin).
 """
 import hashlib
 import io
@@ -25,11 +25,12 @@ def main() -> int:
     if actual != expected:
         print("helm archive %s: sha256 %s, expected %s" % (url, actual, expected), file=sys.stderr)
         return 1
+    target = os.path.join(os.environ.get("HELM_INSTALL_DIR", "/usr/local/bin"), "helm")
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         member = tar.extractfile("linux-%s/helm" % arch)
-        with open("/usr/local/bin/helm", "wb") as out:
+        with open(target, "wb") as out:
             out.write(member.read())
-    os.chmod("/usr/local/bin/helm", 0o755)
+    os.chmod(target, 0o755)
     print("helm %s installed (sha256 %s)" % (version, actual))
     return 0
 
