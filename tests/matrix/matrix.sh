@@ -11,6 +11,8 @@
 # Results: one line per entry and stage in $MATRIX_HOME/results.txt; exit status non-zero if anything failed.
 #   MATRIX="3.11:2.16 3.13:2.21" bash tests/matrix/matrix.sh
 #   MATRIX_STAGES="unit sanity" bash tests/matrix/matrix.sh          # without the lab stage
+#   MATRIX_REF=HEAD bash tests/matrix/matrix.sh       # test a committed tree (git archive), not the work tree's copy
+# Every stage runs inside a copy of the collection (COLL_ROOT/ansible_collections/gpuaas/platform, `make collection`).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,6 +20,14 @@ MATRIX=${MATRIX:-"3.10:2.16 3.11:2.16 3.11:2.18 3.12:2.18 3.12:2.21 3.13:2.21"}
 MATRIX_STAGES=${MATRIX_STAGES-"unit sanity lab"}
 MATRIX_HOME=${MATRIX_HOME:-$HOME/.cache/gpuaas-matrix}
 COLL_ROOT=${COLL_ROOT:-$REPO/.build}
+if [ -n "${MATRIX_REF:-}" ]; then
+    COLL_ROOT="$MATRIX_HOME/src"
+    rm -rf "$COLL_ROOT" && mkdir -p "$COLL_ROOT/ansible_collections/gpuaas/platform"
+    git -C "$REPO" archive "$MATRIX_REF" | tar -x -C "$COLL_ROOT/ansible_collections/gpuaas/platform" || exit 1
+    echo "testing $(git -C "$REPO" rev-parse --short "$MATRIX_REF") ($MATRIX_REF)"
+fi
+COLL="$COLL_ROOT/ansible_collections/gpuaas/platform"
+[ -d "$COLL/plugins" ] || { echo "no collection at $COLL: run make collection first"; exit 1; }
 LAB_DIR=${LAB_DIR:-$REPO/.lab}
 # kubernetes.core and ansible.posix come from the main venv's `ansible` package (collections are Python-agnostic)
 MAIN_COLLECTIONS=$(ls -d "$REPO"/.venv/lib/python3*/site-packages 2>/dev/null | paste -sd: -)
@@ -80,13 +90,13 @@ PY
             deselect=()
             # grafana-foundation-sdk (a test-only dependency) needs Python >= 3.11
             [ "$py" = 3.10 ] && deselect=(--deselect tests/unit/test_dashboard.py::test_dashboard_loads_in_grafana_schema)
-            if (cd "$REPO" && PYTHONPATH="$COLL_ROOT" PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit "${deselect[@]}") > "$log.unit.log" 2>&1; then
+            if (cd "$COLL" && PYTHONPATH="$COLL_ROOT" PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit "${deselect[@]}") > "$log.unit.log" 2>&1; then
                 record "$entry" unit PASS $((SECONDS - t0)) "$(tail -1 "$log.unit.log")"
             else
                 record "$entry" unit FAIL $((SECONDS - t0)) "$(tail -1 "$log.unit.log") (see $log.unit.log)"
             fi ;;
         sanity)
-            if PATH="$venv/bin:$PATH" "$venv/bin/python" "$REPO/tests/matrix/sanity_lite.py" "$COLL_ROOT/ansible_collections/gpuaas/platform" > "$log.sanity.log" 2>&1; then
+            if PATH="$venv/bin:$PATH" "$venv/bin/python" "$COLL/tests/matrix/sanity_lite.py" "$COLL" > "$log.sanity.log" 2>&1; then
                 record "$entry" sanity PASS $((SECONDS - t0)) "$(tail -1 "$log.sanity.log")"
             else
                 record "$entry" sanity FAIL $((SECONDS - t0)) "$(tail -1 "$log.sanity.log") (see $log.sanity.log)"
@@ -96,7 +106,7 @@ PY
                 record "$entry" lab SKIP 0 "no lab at $LAB_DIR (make lab-up)"
                 continue
             fi
-            if (cd "$REPO" && LAB_DIR="$LAB_DIR" PATH="$venv/bin:$LAB_DIR/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/integration/test_awx_runner.py) > "$log.lab.log" 2>&1; then
+            if (cd "$COLL" && LAB_DIR="$LAB_DIR" GPUAAS_COLLECTIONS_PATH="$ANSIBLE_COLLECTIONS_PATH" PATH="$venv/bin:$LAB_DIR/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/integration/test_awx_runner.py) > "$log.lab.log" 2>&1; then
                 record "$entry" lab PASS $((SECONDS - t0)) "$(tail -1 "$log.lab.log")"
             else
                 record "$entry" lab FAIL $((SECONDS - t0)) "$(tail -1 "$log.lab.log") (see $log.lab.log)"
