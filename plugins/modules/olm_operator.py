@@ -170,7 +170,9 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import FIELD_MANAGER, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ReconcileResult
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.olm import (
     OLM_V1,
     OLM_V1ALPHA1,
@@ -179,7 +181,6 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.olm impo
     csv_phase,
     expected_csv,
     namespace_object,
-    object_differs,
     operator_group_object,
     plan_decision,
     subscription_object,
@@ -200,50 +201,47 @@ class OlmOperator:
         self.sub_name = self.p["name"] or self.p["package"]
         self.og_name = self.p["operator_group_name"] or self.p["namespace"]
         self.missing_namespaces: t.Set[str] = set()
+        self.engine = ApplyEngine(client, check_mode=self.check)
 
     def res(self, api_version: str, kind: str) -> t.Any:
         return self.client.resource(api_version, kind)
 
-    def apply(self, desired: t.Dict[str, t.Any]) -> t.Dict[str, t.Any]:
-        meta = desired["metadata"]
-        res = self.res(desired["apiVersion"], desired["kind"])
-        ref = "%s %s%s" % (desired["kind"], meta.get("namespace", "") + "/" if meta.get("namespace") else "", meta["name"])
-        try:
-            live = None if meta.get("namespace") in self.missing_namespaces else res.get(meta["name"], meta.get("namespace"))
-            if not object_differs(desired, live):
-                return live  # type: ignore[return-value]
-            if meta.get("namespace") in self.missing_namespaces:
-                result = desired  # check mode: the namespace would be created first, a dry run cannot see it
-            else:
-                result = res.apply(desired, FIELD_MANAGER, force=True, dry_run=self.check)
-        except ApiException as exc:
-            raise translate_api_exception(exc, "apply", ref)
-        self.changed = True
-        self.actions.append("%s %s" % ("created" if live is None else "updated", ref))
-        self.diff["before"].append("%s: %s" % (ref, _short(live)))
-        self.diff["after"].append("%s: %s" % (ref, _short(desired)))
+    def apply(self, desired: t.List[t.Dict[str, t.Any]]) -> ReconcileResult:
+        """Reconcile ``desired`` through the apply engine (one field manager, owned-field compare, dry run in
+        check mode, a namespace being created first), recording actions and diffs."""
+        result = self.engine.reconcile(desired)
+        for r in result.results:
+            if not r.changed:
+                continue
+            ref = "%s %s%s" % (r.ref.kind, r.ref.namespace + "/" if r.ref.namespace else "", r.ref.name)
+            self.changed = True
+            self.actions.append("%s %s" % (r.action, ref))
+            self.diff["before"].append("%s: %s" % (ref, _short(r.before if r.action != "created" else None)))
+            self.diff["after"].append("%s: %s" % (ref, _short(r.after)))
         return result
 
     # ---- present ------------------------------------------------------------------------------------
     def present(self) -> t.Dict[str, t.Any]:
         p = self.p
         ns = p["namespace"]
+        desired: t.List[t.Dict[str, t.Any]] = []
+        live_ns = self.res("v1", "Namespace").get(ns)
         if p["create_namespace"]:
-            ns_res = self.res("v1", "Namespace")
-            live_ns = ns_res.get(ns)
             if live_ns is None or p["namespace_labels"]:
-                self.apply(namespace_object(ns, p["namespace_labels"]))
+                desired.append(namespace_object(ns, p["namespace_labels"]))
             if live_ns is None and self.check:
                 self.missing_namespaces.add(ns)
-        elif self.res("v1", "Namespace").get(ns) is None:
+        elif live_ns is None:
             raise GpuaasError("namespace %s does not exist" % ns, hint="create it or set create_namespace: true")
-        if p["operator_group"] and ns not in self.missing_namespaces:
+        if p["operator_group"] and live_ns is not None:
             self.check_other_operator_groups(ns)
         if p["operator_group"]:
-            self.apply(operator_group_object(self.og_name, ns, p["target_namespaces"]))
-        sub = self.apply(subscription_object(
+            desired.append(operator_group_object(self.og_name, ns, p["target_namespaces"]))
+        desired.append(subscription_object(
             self.sub_name, ns, p["package"], p["channel"], p["source"], p["source_namespace"],
             p["starting_csv"], p["install_plan_approval"], p["subscription_config"]))
+        applied = self.apply(desired).find("Subscription", self.sub_name, ns)
+        sub = applied.object if applied is not None else None
         result: t.Dict[str, t.Any] = {}
         if self.check:
             result["subscription"] = sub

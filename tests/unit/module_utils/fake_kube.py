@@ -92,6 +92,9 @@ class FakeResource:
         self.namespaced = namespaced
         self.group = api_version.split("/")[0] if "/" in api_version else ""
 
+    def path(self, name: t.Optional[str] = None, namespace: t.Optional[str] = None) -> str:
+        return "%s|%s|%s|%s" % (self.api_version, self.kind, namespace or "", name or "")
+
     def _key(self, name: str, namespace: t.Optional[str]) -> t.Tuple[str, str, str]:
         return (self.kind, namespace or "" if self.namespaced else "", name)
 

@@ -1,71 +1,70 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""An in-memory stand-in for module_utils.client.KubeClient (unit tests only)."""
+"""The module tests' view of the one unit fake of the API server (tests/unit/module_utils/fake_kube.py).
+
+``FakeKube(served)`` serves exactly the kinds given (plus Namespace), keeps server-side-apply semantics
+(managedFields, owned-field removal) from the shared fake, and adds what module tests need: ``add`` to seed
+objects, ``hooks`` called after every write (a tiny controller, e.g. OLM's), ``objects`` keyed
+``(kind, namespace or None, name)``, ``/version`` and merge patches through ``request``.
+"""
 
 from __future__ import annotations
 
 import copy
+import os
+import sys
 import typing as t
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from module_utils.fake_kube import FakeClient, FakeResource  # noqa: E402  pylint: disable=wrong-import-position
 
-NAMESPACED = {"Subscription", "InstallPlan", "ClusterServiceVersion", "OperatorGroup"}
+NAMESPACED = {"Subscription", "InstallPlan", "ClusterServiceVersion", "OperatorGroup", "LocalQueue", "Secret",
+              "ConfigMap", "ServiceMonitor", "PodMonitor", "PrometheusRule", "GrafanaDashboard", "ScaledObject",
+              "RoleBinding", "Deployment", "StatefulSet", "Pod", "Service", "Job", "Workload"}
 
 
-class FakeResource:
-    def __init__(self, client: "FakeKube", api_version: str, kind: str) -> None:
-        self.client = client
-        self.api_version = api_version
-        self.kind = kind
+class _ObjectsView(t.MutableMapping):
+    """``store`` keyed with None (not "") for cluster-scoped objects."""
 
-    def path(self, name=None, namespace=None):
-        return "%s|%s|%s|%s" % (self.api_version, self.kind, namespace or "", name or "")
+    def __init__(self, store: t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]]) -> None:
+        self.store = store
 
-    def _key(self, name, namespace):
-        return (self.kind, namespace if self.kind in NAMESPACED else None, name)
+    @staticmethod
+    def _key(key: t.Tuple[str, t.Optional[str], str]) -> t.Tuple[str, str, str]:
+        return (key[0], key[1] or "", key[2])
 
-    def get(self, name, namespace=None):
-        obj = self.client.objects.get(self._key(name, namespace))
-        return copy.deepcopy(obj) if obj is not None else None
+    def __getitem__(self, key: t.Any) -> t.Dict[str, t.Any]:
+        return self.store[self._key(key)]
 
-    def list(self, namespace=None, label_selector=None, field_selector=None):
-        out = []
-        for (kind, ns, _name), obj in sorted(self.client.objects.items(), key=lambda kv: str(kv[0])):
-            if kind != self.kind or (namespace and ns != namespace):
-                continue
-            if label_selector:
-                key = label_selector.split("=")[0]
-                if key not in ((obj.get("metadata") or {}).get("labels") or {}):
-                    continue
-            out.append(copy.deepcopy(obj))
-        return out
+    def __setitem__(self, key: t.Any, value: t.Dict[str, t.Any]) -> None:
+        self.store[self._key(key)] = value
 
-    def apply(self, body, field_manager, force=False, dry_run=False):
-        self.client.calls.append(("apply", self.kind, body["metadata"]["name"], dry_run))
-        key = self._key(body["metadata"]["name"], body["metadata"].get("namespace"))
-        merged = copy.deepcopy(self.client.objects.get(key) or {})
-        for k, v in body.items():
-            if isinstance(v, dict):
-                merged.setdefault(k, {}).update(copy.deepcopy(v))
-            else:
-                merged[k] = v
+    def __delitem__(self, key: t.Any) -> None:
+        del self.store[self._key(key)]
+
+    def __iter__(self) -> t.Iterator[t.Tuple[str, t.Optional[str], str]]:
+        return iter([(k, ns or None, n) for (k, ns, n) in list(self.store)])
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+
+class _HookedResource(FakeResource):
+    def apply(self, body: t.Dict[str, t.Any], field_manager: str, force: bool = False,
+              dry_run: bool = False) -> t.Dict[str, t.Any]:
+        obj = super().apply(body, field_manager, force, dry_run)
         if not dry_run:
-            self.client.objects[key] = merged
-            self.client.on_write(self.kind, merged)
-        return merged
-
-    def delete(self, name, namespace=None, propagation_policy="Background", dry_run=False):
-        self.client.calls.append(("delete", self.kind, name, dry_run))
-        if not dry_run:
-            return self.client.objects.pop(self._key(name, namespace), None)
-        return self.get(name, namespace)
+            self.client.on_write(self.kind, self.client.store[self._key(obj["metadata"]["name"], obj["metadata"].get("namespace"))])
+        return obj
 
 
-class FakeKube:
+class FakeKube(FakeClient):
     def __init__(self, served: t.Iterable[t.Tuple[str, str]] = (), version: str = "v1.35.4") -> None:
-        self.served_kinds = set(served) | {("v1", "Namespace")}
-        self.objects: t.Dict[t.Tuple[str, t.Optional[str], str], t.Dict[str, t.Any]] = {}
-        self.calls: t.List[t.Tuple[t.Any, ...]] = []
+        super().__init__()
+        self.kinds = {}
+        for api_version, kind in set(served) | {("v1", "Namespace")}:
+            self.kinds.setdefault(api_version, {})[kind] = (kind.lower() + "s", kind in NAMESPACED)
+        self.objects = _ObjectsView(self.store)
         self.version = version
         self.hooks: t.List[t.Callable[[str, t.Dict[str, t.Any]], None]] = []
 
@@ -79,20 +78,19 @@ class FakeKube:
             hook(kind, obj)
 
     def resource(self, api_version: str, kind: str) -> FakeResource:
-        if (api_version, kind) not in self.served_kinds:
-            raise GpuaasError("%s %s is not served" % (api_version, kind), hint="install it")
-        return FakeResource(self, api_version, kind)
+        res = super().resource(api_version, kind)
+        res.__class__ = _HookedResource
+        return res
 
     def request(self, method, path, query=None, body=None, content_type=None, timeout=None):
         self.calls.append(("request", method, path))
         if path == "/version":
             return {"gitVersion": self.version}
         if method == "PATCH" and content_type == "application/merge-patch+json":
-            api_version, kind, ns, name = path.split("|")
+            _api_version, kind, ns, name = path.split("|")
             key = (kind, ns or None, name)
             assert isinstance(body, dict), "a merge patch body is a dict (the client encodes it)"
-            patch = body
-            self.objects[key].setdefault("spec", {}).update(patch["spec"])
+            self.objects[key].setdefault("spec", {}).update(body["spec"])
             self.on_write(kind, self.objects[key])
             return copy.deepcopy(self.objects[key])
         raise AssertionError("unexpected request %s %s" % (method, path))

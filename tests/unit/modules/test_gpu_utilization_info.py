@@ -48,7 +48,6 @@ NOMINAL = [{"metric": {"cluster_queue": "nlp", "flavor": "h100", "resource": "nv
 @pytest.fixture
 def kube(monkeypatch):
     fake = FakeKube([("kueue.x-k8s.io/v1beta2", "ClusterQueue")])
-    fake.served = lambda gv: any(api == gv for api, _kind in fake.served_kinds)
     fake.add(CQ)
     monkeypatch.setattr(gui, "get_client", lambda module: fake)
     return fake

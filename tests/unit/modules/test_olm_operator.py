@@ -113,7 +113,7 @@ def test_check_mode_writes_nothing():
     result = op.present()
     assert op.changed
     assert kube.objects == {}
-    assert all(c[3] is True for c in kube.calls if c[0] == "apply")
+    assert all(c[-1] is True for c in kube.calls if c[0] == "apply")
     assert result["csv"]["phase"] is None
 
 
