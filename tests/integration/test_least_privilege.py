@@ -102,7 +102,8 @@ def cleanup(lab) -> None:
                  ("delete", "workloadpriorityclass", "lp-batch"),
                  ("delete", "clusterrole", "gpuaas-tenant-%s" % TENANT),
                  ("delete", "clusterrolebinding", "gpuaas-tenant-%s" % TENANT),
-                 ("delete", "clusterrolebinding", "lp-escalation-attempt"),
+                 ("delete", "clusterrolebinding", "gpuaas-tenant-lp-escalation"),
+                 ("delete", "clusterrole", "gpuaas-tenant-lp-escalation"),
                  ("delete", "namespace", TENANT_NS, "--wait=false")):
         kubectl(lab, *args, "--ignore-not-found")
 
@@ -111,12 +112,13 @@ def cleanup(lab) -> None:
 def accounts(lab, run_playbook):
     """The ServiceAccounts, bound by playbooks/automation_rbac.yml (run as the lab admin), and their tokens."""
     cleanup(lab)
-    setup = run_playbook(PLAYBOOKS / "automation_rbac.yml", extra_vars={
+    rbac_vars = {
         "gpuaas_keda_namespace": KEDA_NAMESPACE,
         "gpuaas_automation_rbac_accounts": [
             {"name": TENANTS_SA, "namespace": SA_NAMESPACE, "playbooks": ["tenants", "validate"]},
             {"name": VALIDATE_SA, "namespace": SA_NAMESPACE, "playbooks": ["validate"]},
-        ]})
+        ]}
+    setup = run_playbook(PLAYBOOKS / "automation_rbac.yml", extra_vars=rbac_vars)
     assert setup.rc == 0, setup.explain()
     tokens = {}
     for name in (TENANTS_SA, VALIDATE_SA):
@@ -124,10 +126,9 @@ def accounts(lab, run_playbook):
         tokens[name] = out.stdout.strip()
     yield tokens
     cleanup(lab)
+    teardown = run_playbook(PLAYBOOKS / "automation_rbac.yml", extra_vars=dict(rbac_vars, gpuaas_automation_rbac_state="absent"))
     kubectl(lab, "delete", "namespace", SA_NAMESPACE, KEDA_NAMESPACE, "--ignore-not-found", "--wait=false")
-    for crb in ("gpuaas-automation-tenants", "gpuaas-automation-validate"):
-        for name in (TENANTS_SA, VALIDATE_SA):
-            kubectl(lab, "delete", "clusterrolebinding", "%s:%s:%s" % (crb, SA_NAMESPACE, name), "--ignore-not-found")
+    assert teardown.rc == 0, teardown.explain()
 
 
 def run_tenants(run_playbook, lab, token: str, check: bool = False, limit: bool = True, state: str = "present"):
@@ -227,13 +228,13 @@ def test_validate_playbook_runs_as_either_account(accounts, lab, run_playbook, t
 def test_tenants_account_is_refused_what_it_must_not_do(accounts, lab):
     token = accounts[TENANTS_SA]
     # binding cluster-admin: RBAC's escalation check (no bind on cluster-admin, does not hold its rules)
-    crb = kubectl(lab, "create", "clusterrolebinding", "lp-escalation-attempt", "--clusterrole=cluster-admin",
+    crb = kubectl(lab, "create", "clusterrolebinding", "gpuaas-tenant-lp-escalation", "--clusterrole=cluster-admin",
                   "--serviceaccount=%s:%s" % (SA_NAMESPACE, TENANTS_SA), token=token)
     assert crb.returncode != 0
     assert "forbidden" in crb.stderr.lower() and "not currently held" in crb.stderr, crb.stderr
-    assert kubectl(lab, "get", "clusterrolebinding", "lp-escalation-attempt").returncode != 0
+    assert kubectl(lab, "get", "clusterrolebinding", "gpuaas-tenant-lp-escalation").returncode != 0
     # a role with rules it does not hold (would need escalate)
-    role = kubectl(lab, "create", "clusterrole", "lp-escalation-attempt", "--verb=get", "--resource=secrets",
+    role = kubectl(lab, "create", "clusterrole", "gpuaas-tenant-lp-escalation", "--verb=get", "--resource=secrets",
                    token=token)
     assert role.returncode != 0 and "forbidden" in role.stderr.lower(), role.stderr
     # Secrets: not cluster-wide, not in the tenant's namespace, not in kube-system
@@ -260,3 +261,25 @@ def test_missing_permission_names_the_verb_and_resource(accounts, lab, run_playb
     assert failed["error_details"]["status"] == 403
     assert "hint" in failed and failed["hint"], failed
     assert not audit.writes.get(sa_user(VALIDATE_SA)), audit.writes
+
+
+def test_fence_keeps_the_tenants_account_inside_tenant_namespaces(accounts, lab):
+    """What RBAC alone would allow (bind edit anywhere, any ClusterRole name, relabel any namespace) is refused by the
+    gpuaas-automation-fence ValidatingAdmissionPolicy, with a message saying why."""
+    token = accounts[TENANTS_SA]
+    assert kubectl(lab, "auth", "can-i", "create", "rolebindings", "-n", "kube-system", token=token).stdout.strip() == "yes"
+    rb = kubectl(lab, "-n", "kube-system", "create", "rolebinding", "lp-fence-attempt", "--clusterrole=edit",
+                 "--group=lp-users", token=token)
+    assert rb.returncode != 0, rb.stdout
+    assert "gpuaas-automation-fence" in rb.stderr and "only in tenant namespaces" in rb.stderr, rb.stderr
+    assert kubectl(lab, "-n", "kube-system", "get", "rolebinding", "lp-fence-attempt").returncode != 0
+    role = kubectl(lab, "create", "clusterrole", "lp-fence-attempt", "--verb=list", "--resource=nodes", token=token)
+    assert role.returncode != 0 and "gpuaas-tenant-*" in role.stderr, role.stderr
+    label = kubectl(lab, "label", "namespace", "default", "gpuaas.io/tenant=%s" % TENANT, token=token)
+    assert label.returncode != 0 and "already belong to a tenant" in label.stderr, label.stderr
+    assert "gpuaas.io/tenant" not in kubectl(lab, "get", "namespace", "default", "--show-labels", check=True).stdout
+    # the same account still binds inside a tenant namespace (what the tenants module does)
+    ok = kubectl(lab, "-n", TENANT_NS, "create", "rolebinding", "lp-fence-allowed", "--clusterrole=edit",
+                 "--group=lp-users", token=token)
+    assert ok.returncode == 0, ok.stderr
+    kubectl(lab, "-n", TENANT_NS, "delete", "rolebinding", "lp-fence-allowed")
