@@ -605,8 +605,6 @@ class _Parser:
                 continue
             seen[flavor] = k
             resources = self.resource_map(path + ".resources", data.get("resources"))
-            if not resources and data.get("resources") is not None:
-                pass
             if data.get("resources") is None:
                 self.err(path + ".resources", "is required (e.g. {nvidia.com/gpu: 8, cpu: 96, memory: 1Ti})")
             borrowing = self.resource_map(path + ".borrowing_limit", data.get("borrowing_limit"))

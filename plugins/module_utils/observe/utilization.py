@@ -58,7 +58,7 @@ def _avg(values: t.Sequence[float]) -> t.Optional[float]:
     return sum(data) / len(data) if data else None
 
 
-def _r(value: t.Optional[float], digits: int = 2) -> t.Optional[float]:
+def _rounded(value: t.Optional[float], digits: int = 2) -> t.Optional[float]:
     if value is None or math.isnan(value) or math.isinf(value):
         return None
     out = round(value, digits)
@@ -142,7 +142,7 @@ def gpu_name(gpu: t.Mapping[str, t.Any]) -> str:
 
 
 # --- per-GPU timelines -----------------------------------------------------------------------
-class _Gpu:
+class _GpuTimeline:
     __slots__ = ("identity", "util", "fb", "workloads")
 
     def __init__(self, identity: t.Dict[str, t.Any]) -> None:
@@ -152,13 +152,13 @@ class _Gpu:
         self.workloads: t.Dict[float, t.Set[t.Tuple[str, str, str]]] = {}
 
 
-def _timelines(util: Matrix, fb: Matrix) -> t.Dict[t.Tuple[str, str, str], _Gpu]:
-    gpus: t.Dict[t.Tuple[str, str, str], _Gpu] = {}
+def _timelines(util: Matrix, fb: Matrix) -> t.Dict[t.Tuple[str, str, str], _GpuTimeline]:
+    gpus: t.Dict[t.Tuple[str, str, str], _GpuTimeline] = {}
     for labels, values in util:
         key = gpu_key(labels)
         gpu = gpus.get(key)
         if gpu is None:
-            gpu = gpus[key] = _Gpu(gpu_identity(labels))
+            gpu = gpus[key] = _GpuTimeline(gpu_identity(labels))
         else:
             for field, val in gpu_identity(labels).items():
                 if val and not gpu.identity.get(field):
@@ -182,7 +182,7 @@ def _timelines(util: Matrix, fb: Matrix) -> t.Dict[t.Tuple[str, str, str], _Gpu]
     return gpus
 
 
-class _Acc:
+class _GroupFigures:
     """Accumulates utilization samples and GPU-seconds for a namespace or a tenant."""
 
     __slots__ = ("samples", "gpu_seconds", "busy_seconds", "gpus_now", "idle_now", "memory_now", "pods", "gpu_refs")
@@ -201,9 +201,9 @@ class _Acc:
         return {
             "gpus": self.gpus_now,
             "idle_gpus": self.idle_now,
-            "avg_utilization": _r(_avg(self.samples)),
-            "p95_utilization": _r(quantile(self.samples, 0.95)),
-            "memory_used_mib": _r(self.memory_now, 1),
+            "avg_utilization": _rounded(_avg(self.samples)),
+            "p95_utilization": _rounded(quantile(self.samples, 0.95)),
+            "memory_used_mib": _rounded(self.memory_now, 1),
             "gpu_hours": _hours(self.gpu_seconds),
             "busy_gpu_hours": _hours(self.busy_seconds),
             "pods": sorted(self.pods),
@@ -230,8 +230,8 @@ def gpu_report(
     variant = label_variant([util, fb])
     gpus = _timelines(util, fb)
     ns_map, tenant_list = tenant_index(tenants)
-    namespaces: t.Dict[str, _Acc] = {}
-    tenant_acc: t.Dict[str, _Acc] = {x["name"]: _Acc() for x in tenant_list}
+    namespaces: t.Dict[str, _GroupFigures] = {}
+    tenant_acc: t.Dict[str, _GroupFigures] = {x["name"]: _GroupFigures() for x in tenant_list}
     gpu_rows: t.List[t.Dict[str, t.Any]] = []
     cluster_samples: t.List[float] = []
     allocated_samples: t.List[float] = []
@@ -262,12 +262,12 @@ def gpu_report(
             share = 1.0 / len(held)
             seen_tenants: t.Set[str] = set()
             for ns, _pod, _ctr in held:
-                acc = namespaces.setdefault(ns, _Acc())
+                acc = namespaces.setdefault(ns, _GroupFigures())
                 acc.samples.append(val)
                 acc.gpu_seconds += step * share
                 acc.busy_seconds += step * share * val / 100.0
                 tenant = ns_map.get(ns, UNASSIGNED)
-                tacc = tenant_acc.setdefault(tenant, _Acc())
+                tacc = tenant_acc.setdefault(tenant, _GroupFigures())
                 if tenant not in seen_tenants:
                     tacc.samples.append(val)
                     seen_tenants.add(tenant)
@@ -299,12 +299,12 @@ def gpu_report(
             "container": current[0][2] if current else None,
             "workloads": ["%s/%s" % (ns, pod) for ns, pod, _c in current],
             "tenant": ns_map.get(current[0][0], UNASSIGNED) if current else None,
-            "avg_utilization": _r(_avg(values)),
-            "p95_utilization": _r(quantile(values, 0.95)),
-            "max_utilization": _r(max(values)),
-            "last_utilization": _r(values[-1]),
-            "memory_used_mib": _r(memory_now, 1),
-            "memory_used_mib_max": _r(max(gpu.fb.values()), 1) if gpu.fb else None,
+            "avg_utilization": _rounded(_avg(values)),
+            "p95_utilization": _rounded(quantile(values, 0.95)),
+            "max_utilization": _rounded(max(values)),
+            "last_utilization": _rounded(values[-1]),
+            "memory_used_mib": _rounded(memory_now, 1),
+            "memory_used_mib_max": _rounded(max(gpu.fb.values()), 1) if gpu.fb else None,
             "idle_seconds": run * step if current else 0.0,
             "gpu_hours": _hours(allocated_secs),
             "busy_gpu_hours": _hours(busy_secs),
@@ -314,13 +314,13 @@ def gpu_report(
         holders_ns = sorted({ns for ns, _p, _c in current})
         holders_tenants = sorted({ns_map.get(ns, UNASSIGNED) for ns in holders_ns})
         for ns in holders_ns:
-            acc = namespaces.setdefault(ns, _Acc())
+            acc = namespaces.setdefault(ns, _GroupFigures())
             acc.gpus_now += 1
             acc.idle_now += 1 if state == "idle" else 0
             acc.memory_now += memory_now or 0.0
             acc.pods.update("%s/%s" % (w[0], w[1]) for w in current if w[0] == ns)
         for tenant in holders_tenants:
-            tacc = tenant_acc.setdefault(tenant, _Acc())
+            tacc = tenant_acc.setdefault(tenant, _GroupFigures())
             tacc.gpus_now += 1
             tacc.idle_now += 1 if state == "idle" else 0
             tacc.memory_now += memory_now or 0.0
@@ -353,9 +353,9 @@ def gpu_report(
         "allocated_gpus": sum(1 for g in gpu_rows if g["state"] != "unallocated"),
         "idle_gpus": len(idle),
         "unallocated_gpus": len(unallocated),
-        "avg_utilization": _r(_avg(cluster_samples)),
-        "avg_utilization_allocated": _r(_avg(allocated_samples)),
-        "p95_utilization_allocated": _r(quantile(allocated_samples, 0.95)),
+        "avg_utilization": _rounded(_avg(cluster_samples)),
+        "avg_utilization_allocated": _rounded(_avg(allocated_samples)),
+        "p95_utilization_allocated": _rounded(quantile(allocated_samples, 0.95)),
         "gpu_hours_total": _hours(totals["gpu_seconds"]),
         "gpu_hours_allocated": _hours(totals["allocated_seconds"]),
         "gpu_hours_unallocated": _hours(totals["unallocated_seconds"]),
@@ -443,10 +443,10 @@ def queue_report_from_metrics(
                 "nominal": nominal_now,
                 "borrowing_limit": _last(blim.get(key, {})),
                 "usage": _last(u_series) or 0.0,
-                "usage_avg": _r(_avg(usage_vals)) or 0.0,
+                "usage_avg": _rounded(_avg(usage_vals)) or 0.0,
                 "usage_max": max(usage_vals) if usage_vals else 0.0,
                 "borrowed": max((_last(u_series) or 0.0) - nominal_now, 0.0),
-                "borrowing_fraction": _r(len(borrowing_points) / len(u_series)) if u_series else 0.0,
+                "borrowing_fraction": _rounded(len(borrowing_points) / len(u_series)) if u_series else 0.0,
             })
         p_series = pend.get((cq,), {})
         p_vals = [p_series[ts] for ts in sorted(p_series)]
@@ -458,7 +458,7 @@ def queue_report_from_metrics(
             "resources": resources,
             "pending_workloads": int(p_vals[-1]) if p_vals else 0,
             "pending_max": int(max(p_vals)) if p_vals else 0,
-            "pending_fraction": _r(sum(1 for v in p_vals if v > 0) / len(p_vals)) if p_vals else 0.0,
+            "pending_fraction": _rounded(sum(1 for v in p_vals if v > 0) / len(p_vals)) if p_vals else 0.0,
             "pending_growth": int(p_vals[-1] - p_vals[0]) if p_vals else 0,
             "admitted_workloads": int(_last(adm.get((cq,), {})) or 0),
             "source": "prometheus",
@@ -466,7 +466,7 @@ def queue_report_from_metrics(
     return queues
 
 
-def _qty(value: t.Any) -> float:
+def _quantity_float(value: t.Any) -> float:
     try:
         return float(parse_quantity(value))
     except (ValueError, TypeError):
@@ -483,7 +483,7 @@ def queue_report_from_objects(cluster_queues: t.Sequence[t.Mapping[str, t.Any]])
         usage: t.Dict[t.Tuple[str, str], t.Tuple[float, float]] = {}
         for fu in status.get("flavorsUsage") or []:
             for res in fu.get("resources") or []:
-                usage[(fu.get("name", ""), res.get("name", ""))] = (_qty(res.get("total", 0)), _qty(res.get("borrowed", 0)))
+                usage[(fu.get("name", ""), res.get("name", ""))] = (_quantity_float(res.get("total", 0)), _quantity_float(res.get("borrowed", 0)))
         resources = []
         for group in spec.get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
@@ -493,8 +493,8 @@ def queue_report_from_objects(cluster_queues: t.Sequence[t.Mapping[str, t.Any]])
                     resources.append({
                         "flavor": key[0],
                         "resource": key[1],
-                        "nominal": _qty(res.get("nominalQuota", 0)),
-                        "borrowing_limit": _qty(res["borrowingLimit"]) if res.get("borrowingLimit") is not None else None,
+                        "nominal": _quantity_float(res.get("nominalQuota", 0)),
+                        "borrowing_limit": _quantity_float(res["borrowingLimit"]) if res.get("borrowingLimit") is not None else None,
                         "usage": total,
                         "usage_avg": total,
                         "usage_max": total,
