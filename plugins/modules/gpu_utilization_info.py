@@ -48,9 +48,9 @@ options:
     type: str
   tenants:
     description:
-      - The C(gpuaas_tenants) inventory list. Only C(name), C(namespaces), C(state) (absent tenants are left out)
-        and C(cluster_queue) (default the tenant name) are read. Namespaces of no tenant are reported under
-        the tenant C((no tenant)).
+      - The C(gpuaas_tenants) inventory list. Only C(name), C(namespaces) and C(state) (absent tenants are left
+        out) are read; a tenant's ClusterQueue is the one the tenants role builds, named after the tenant.
+        Namespaces of no tenant are reported under the tenant C((no tenant)).
     type: list
     elements: dict
     default: []

@@ -810,8 +810,9 @@ def _fmt(value: Decimal) -> str:
 def tenant_index(tenants: t.Optional[t.Sequence[t.Mapping[str, t.Any]]]) -> t.Tuple[t.Dict[str, str], t.List[t.Dict[str, t.Any]]]:
     """``(namespace -> tenant, [tenant summaries])`` from the raw ``gpuaas_tenants`` inventory list.
 
-    Only ``name``, ``namespaces``, ``state`` and ``cluster_queue`` (default: the tenant name) are read;
-    tenants with ``state: absent`` are left out.
+    Only ``name``, ``namespaces`` and ``state`` are read (the whole entry is validated by the tenants role);
+    the ClusterQueue of a tenant is named after it, as the tenants role builds it. Tenants with
+    ``state: absent`` are left out.
     """
     ns_map: t.Dict[str, str] = {}
     out: t.List[t.Dict[str, t.Any]] = []
@@ -822,7 +823,7 @@ def tenant_index(tenants: t.Optional[t.Sequence[t.Mapping[str, t.Any]]]) -> t.Tu
             continue
         namespaces = [str(n) for n in entry.get("namespaces") or []]
         out.append({"name": str(entry["name"]), "namespaces": namespaces,
-                    "cluster_queue": str(entry.get("cluster_queue") or entry["name"])})
+                    "cluster_queue": str(entry["name"])})
         for ns in namespaces:
             ns_map.setdefault(ns, str(entry["name"]))
     return ns_map, out
