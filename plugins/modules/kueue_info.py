@@ -188,7 +188,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, get_client, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_versions import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kueue_versions import (
     cohort_api_version,
     convert_from_version,
     kueue_api_version,

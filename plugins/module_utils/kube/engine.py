@@ -44,7 +44,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership imp
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, ObjectResult, PruneScope, ReconcileResult
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.waiter import Waiter
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.drain import Drainer
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_versions import (
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kueue_versions import (
     cohort_api_version,
     cohort_parent_field,
     convert_for_version,

@@ -13,7 +13,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import K8S_AUTH_ARG_SPEC, get_client
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_versions import convert_from_version
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kueue_versions import convert_from_version
 
 APPLY_ARG_SPEC: t.Dict[str, t.Dict[str, t.Any]] = {
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_versions as ka
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube import kueue_versions as ka
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
 from .fake_kube import FakeClient
