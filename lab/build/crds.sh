@@ -2,13 +2,15 @@
 # Upstream CRDs, copied verbatim from the upstream Go modules (never hand-written):
 #   share/crds/base/       loaded on every lab
 #   share/crds/openshift/  loaded only with LAB_FLAVOR=openshift
+#   share/crds/capi/       Cluster API machine CRDs, loaded only with LAB_FLAVOR=kubernetes (the default)
 #   share/crds/kueue-v1beta1/  an older Kueue release's CRDs that serve only v1beta1 (for the v1beta1 lab variant)
 set -euo pipefail
 : "${OUT:?}" "${KUEUE_VERSION:?}" "${KEDA_VERSION:?}" "${GPU_OPERATOR_VERSION:?}" "${NFD_VERSION:?}"
 : "${PROMETHEUS_OPERATOR_VERSION:?}" "${OLM_API_VERSION:?}" "${OPENSHIFT_API_VERSION:?}" "${KUEUE_V1BETA1_VERSION:?}"
+: "${OPENSHIFT_MACHINE_API_VERSION:?}" "${CLUSTER_API_VERSION:?}"
 source "$(dirname "$0")/gomodule.sh"
-base=$OUT/share/crds/base; osh=$OUT/share/crds/openshift; old=$OUT/share/crds/kueue-v1beta1
-mkdir -p "$base" "$osh" "$old"
+base=$OUT/share/crds/base; osh=$OUT/share/crds/openshift; old=$OUT/share/crds/kueue-v1beta1; capi=$OUT/share/crds/capi
+mkdir -p "$base" "$osh" "$old" "$capi"
 d=$(go_module_dir sigs.k8s.io/kueue "$KUEUE_VERSION");            cp "$d"/config/components/crd/bases/*.yaml "$base/"
 d=$(go_module_dir github.com/kedacore/keda/v2 "$KEDA_VERSION");   cp "$d"/config/crd/bases/*.yaml "$base/"
 d=$(go_module_dir github.com/NVIDIA/gpu-operator "$GPU_OPERATOR_VERSION"); cp "$d"/config/crd/bases/*.yaml "$base/"
@@ -20,6 +22,10 @@ for k in catalogsources clusterserviceversions installplans operatorgroups subsc
 d=$(go_module_dir github.com/openshift/api "$OPENSHIFT_API_VERSION")
 cp "$d"/config/v1/zz_generated.crd-manifests/0000_00_cluster-version-operator_01_clusterversions-Default.crd.yaml "$osh/"
 cp "$d"/config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_infrastructures-Default.crd.yaml "$osh/"
-cp "$d"/machine/v1beta1/zz_generated.crd-manifests/0000_10_machine-api_01_machinesets-Default.crd.yaml "$osh/"
+# MachineSet (with status.labelSelector for /scale) and Machine from a newer openshift/api (see versions.env)
+d=$(go_module_dir github.com/openshift/api "$OPENSHIFT_MACHINE_API_VERSION")
+for k in machinesets machines; do cp "$d/machine/v1beta1/zz_generated.crd-manifests/0000_10_machine-api_01_$k-Default.crd.yaml" "$osh/"; done
+d=$(go_module_dir sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION")
+for k in machinedeployments machinesets machines; do cp "$d/config/crd/bases/cluster.x-k8s.io_$k.yaml" "$capi/"; done
 d=$(go_module_dir sigs.k8s.io/kueue "$KUEUE_V1BETA1_VERSION");    cp "$d"/config/components/crd/bases/*.yaml "$old/"
 chmod -R u+w "$OUT/share"
