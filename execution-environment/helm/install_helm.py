@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Install the helm binary into the execution environment (kubernetes.core.helm needs it on the Kubernetes path).
 

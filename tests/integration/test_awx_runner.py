@@ -102,9 +102,8 @@ class Job:
         self.status = (self.dir / "status").read_text().strip() if (self.dir / "status").exists() else "missing"
         self.rc = int((self.dir / "rc").read_text()) if (self.dir / "rc").exists() else None
         self.stdout = (self.dir / "stdout").read_text() if (self.dir / "stdout").exists() else ""
-        self.events = [json.loads(p.read_text()) for p in sorted((self.dir / "job_events").glob("*.json"),
-                                                                  key=lambda p: int(p.name.split("-")[0]))] \
-            if (self.dir / "job_events").exists() else []
+        files = sorted((self.dir / "job_events").glob("*.json"), key=lambda p: int(p.name.split("-")[0]))
+        self.events = [json.loads(p.read_text()) for p in files]
 
     def results(self, event: str, task_substring: str) -> list[dict]:
         return [e["event_data"].get("res", {}) for e in self.events

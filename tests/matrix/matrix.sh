@@ -28,9 +28,10 @@ if [ -n "${MATRIX_REF:-}" ]; then
 fi
 COLL="$COLL_ROOT/ansible_collections/gpuaas/platform"
 [ -d "$COLL/plugins" ] || { echo "no collection at $COLL: run make collection first"; exit 1; }
-LAB_DIR=${LAB_DIR:-$REPO/.lab}
+export LAB_DIR=${LAB_DIR:-$REPO/.lab}
 # kubernetes.core and ansible.posix come from the main venv's `ansible` package (collections are Python-agnostic)
-MAIN_COLLECTIONS=$(ls -d "$REPO"/.venv/lib/python3*/site-packages 2>/dev/null | paste -sd: -)
+MAIN_COLLECTIONS=""
+for d in "$REPO"/.venv/lib/python3*/site-packages; do [ -d "$d" ] && MAIN_COLLECTIONS="${MAIN_COLLECTIONS:+$MAIN_COLLECTIONS:}$d"; done
 TEST_REQS=(pytest "prometheus-client>=0.20.0" 'grafana-foundation-sdk>=10.1.0; python_version >= "3.11"' "ansible-runner>=2.4" "ansible-builder>=3.1")
 
 find_python() {  # find_python 3.11 -> path of a python3.11
@@ -106,7 +107,7 @@ PY
                 record "$entry" lab SKIP 0 "no lab at $LAB_DIR (make lab-up)"
                 continue
             fi
-            if (cd "$COLL" && LAB_DIR="$LAB_DIR" GPUAAS_COLLECTIONS_PATH="$ANSIBLE_COLLECTIONS_PATH" PATH="$venv/bin:$LAB_DIR/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/integration/test_awx_runner.py) > "$log.lab.log" 2>&1; then
+            if (cd "$COLL" && GPUAAS_COLLECTIONS_PATH="$ANSIBLE_COLLECTIONS_PATH" PATH="$venv/bin:$LAB_DIR/bin:$PATH" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/integration/test_awx_runner.py) > "$log.lab.log" 2>&1; then
                 record "$entry" lab PASS $((SECONDS - t0)) "$(tail -1 "$log.lab.log")"
             else
                 record "$entry" lab FAIL $((SECONDS - t0)) "$(tail -1 "$log.lab.log") (see $log.lab.log)"

@@ -382,8 +382,8 @@ def test_awx_typed_answers_pass_the_tenants_role_argument_spec_untemplated(tmp_p
             {"name": "argument spec", "ansible.builtin.validate_argument_spec": {
                 "argument_spec": spec["argument_specs"]["main"]["options"],
                 "provided_arguments": {"gpuaas_tenants_override": ["{{ _tenant }}"]}}},
-            {"name": "dump", "ansible.builtin.copy": {"dest": str(tmp_path / "tenant.json"), "content": "{{ _tenant | to_json }}",
-                                                       "mode": "0644"}},
+            {"name": "dump", "ansible.builtin.copy": {
+                "dest": str(tmp_path / "tenant.json"), "content": "{{ _tenant | to_json }}", "mode": "0644"}},
         ]}]))
     proc = run_playbook(playbook, tmp_path, AWX_ANSWERS, inventory=INVENTORY)
     assert proc.returncode == 0, proc.stdout + proc.stderr
