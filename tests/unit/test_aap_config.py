@@ -291,6 +291,9 @@ def test_job_templates_and_workflow(rendered):
     assert nodes["onboard"]["unified_job_template"]["name"] in names
     assert nodes["validate"]["unified_job_template"]["name"] == "GPUaaS validate"
     assert nodes["onboard"]["related"]["success_nodes"] == [{"identifier": "validate"}]
+    # awx.awx workflow_job_template: related must list all four, even if empty
+    for node in nodes.values():
+        assert set(node["related"]) == {"success_nodes", "failure_nodes", "always_nodes", "credentials"}
 
 
 # ---------------------------------------------------------------- credentials
