@@ -16,7 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import threading
+import time
 import typing as t
 from urllib.parse import quote
 
@@ -93,8 +95,125 @@ GROUP_HINTS: t.Dict[str, str] = {
 
 HTTP_TIMEOUT = 60
 
+# Transient API errors are retried with a bounded exponential backoff (see RetryPolicy).
+RETRY_STATUSES = frozenset((429, 500, 502, 503, 504))
+# kubeconfig keys whose values are credentials (as kubernetes.core's args_common redaction)
+KUBECONFIG_SENSITIVE_KEYS = frozenset((
+    "token", "password", "secret", "client-key-data", "client-certificate-data", "certificate-authority-data",
+    "api_key", "access-token", "refresh-token", "id-token",
+))
+
 _lock = threading.Lock()
 _CLIENTS: t.Dict[str, "KubeClient"] = {}
+
+
+class RetryPolicy:
+    """Bounded exponential backoff for transient API errors.
+
+    ``attempts`` requests at most, delays ``base * factor**n`` capped at ``max_delay`` (plus up to ``jitter``
+    of it at random), a server's ``Retry-After`` honoured up to ``max_delay``, and never more than ``budget``
+    seconds of waiting in total per request.
+    """
+
+    def __init__(self, attempts: int = 6, base: float = 0.5, factor: float = 2.0, max_delay: float = 8.0,
+                 budget: float = 30.0, jitter: float = 0.1) -> None:
+        self.attempts = max(1, int(attempts))
+        self.base = float(base)
+        self.factor = float(factor)
+        self.max_delay = float(max_delay)
+        self.budget = float(budget)
+        self.jitter = float(jitter)
+
+    def delay(self, attempt: int, retry_after: t.Optional[float] = None,
+              rand: t.Callable[[], float] = random.random) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        if retry_after is not None and retry_after >= 0:
+            return min(float(retry_after), self.max_delay)
+        wait = min(self.base * (self.factor ** (attempt - 1)), self.max_delay)
+        return wait * (1.0 + self.jitter * rand())
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+class ApiUnreachable(GpuaasError):
+    """The API server stayed unreachable (connection refused/reset, timeouts) through the retry budget."""
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection-class failure (the request may not have reached the API server)."""
+    try:
+        from urllib3 import exceptions as u3
+    except ImportError:  # pragma: no cover
+        u3 = None  # type: ignore[assignment]
+    if u3 is not None:
+        if isinstance(exc, u3.MaxRetryError):
+            reason = getattr(exc, "reason", None)
+            return reason is None or not isinstance(reason, u3.SSLError)
+        if isinstance(exc, u3.SSLError):
+            return False
+        if isinstance(exc, (u3.ProtocolError, u3.TimeoutError, u3.NewConnectionError)):
+            return True
+    return isinstance(exc, (ConnectionError, TimeoutError))
+
+
+def _retry_after(exc: t.Any) -> t.Optional[float]:
+    headers = getattr(exc, "headers", None) or {}
+    try:
+        value = headers.get("Retry-After") or headers.get("retry-after")
+    except AttributeError:
+        return None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def is_transient_status(exc: t.Any) -> bool:
+    """HTTP errors worth retrying: 429, 5xx and etcd timeouts, but not a failing admission webhook."""
+    status = getattr(exc, "status", None) or 0
+    if status not in RETRY_STATUSES:
+        return False
+    body = getattr(exc, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    text = ("%s %s" % (body or "", getattr(exc, "reason", "") or "")).lower()
+    return "failed calling webhook" not in text and "admission webhook" not in text
+
+
+def kubeconfig_secrets(data: t.Any) -> t.Set[str]:
+    """Credential values inside a kubeconfig given as a dict (tokens, keys, certificates, passwords)."""
+    values: t.Set[str] = set()
+
+    def walk(node: t.Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in KUBECONFIG_SENSITIVE_KEYS and isinstance(value, str) and value:
+                    values.add(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(data)
+    return values
+
+
+def register_secrets(module: t.Any, params: t.Optional[t.Mapping[str, t.Any]] = None) -> None:
+    """Add the credentials inside the connection options to ``module.no_log_values``.
+
+    ``api_key``/``password`` are ``no_log`` options already; a kubeconfig passed as a dict is not, so its tokens,
+    keys and certificates are registered here (kubernetes.core does the same).
+    """
+    if module is None or not hasattr(module, "no_log_values"):
+        return
+    params = params if params is not None else (getattr(module, "params", None) or {})
+    kubeconfig = params.get("kubeconfig")
+    if isinstance(kubeconfig, dict):
+        module.no_log_values.update(kubeconfig_secrets(kubeconfig))
 
 
 class _MultiHeader(str):
@@ -215,6 +334,8 @@ def _build_configuration(auth: t.Dict[str, t.Any]) -> t.Any:
     if auth.get("proxy_headers"):
         configuration.proxy_headers = urllib3.util.make_headers(**auth["proxy_headers"])
     configuration.connection_pool_maxsize = max(getattr(configuration, "connection_pool_maxsize", 4) or 4, 16)
+    # No urllib3-level retries: KubeClient.request retries transient failures itself, with backoff.
+    configuration.retries = False
 
     if use_ocp_login:
         try:
@@ -253,6 +374,7 @@ def get_client(module: t.Any = None, params: t.Optional[t.Mapping[str, t.Any]] =
     check_requirements()
     if params is None:
         params = module.params if module is not None else {}
+    register_secrets(module, params)
     auth = auth_params(params)
     key = _digest(auth)
     with _lock:
@@ -354,10 +476,27 @@ class ApiResource:
             body=json.dumps(body), content_type="application/apply-patch+yaml",
         )
 
+    def create(self, body: t.Dict[str, t.Any], field_manager: t.Optional[str] = None) -> t.Dict[str, t.Any]:
+        """POST a new object (409 AlreadyExists when it exists)."""
+        meta = body.get("metadata") or {}
+        query = [("fieldManager", field_manager)] if field_manager else []
+        return self.client.request("POST", self.path(namespace=meta.get("namespace")), query=query,
+                                   body=json.dumps(body), content_type="application/json")
+
+    def replace(self, body: t.Dict[str, t.Any], field_manager: t.Optional[str] = None) -> t.Dict[str, t.Any]:
+        """PUT an object; with metadata.resourceVersion set it is a compare-and-swap (409 Conflict when stale)."""
+        meta = body.get("metadata") or {}
+        query = [("fieldManager", field_manager)] if field_manager else []
+        return self.client.request("PUT", self.path(meta.get("name"), meta.get("namespace")), query=query,
+                                   body=json.dumps(body), content_type="application/json")
+
     def delete(self, name: str, namespace: t.Optional[str] = None, propagation_policy: str = "Background",
-               dry_run: bool = False) -> t.Optional[t.Dict[str, t.Any]]:
-        """Delete; None when the object was already gone."""
+               dry_run: bool = False, preconditions: t.Optional[t.Mapping[str, str]] = None
+               ) -> t.Optional[t.Dict[str, t.Any]]:
+        """Delete; None when the object was already gone. ``preconditions``: {uid, resourceVersion}."""
         body: t.Dict[str, t.Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation_policy}
+        if preconditions:
+            body["preconditions"] = dict(preconditions)
         query = []
         if dry_run:
             body["dryRun"] = ["All"]
@@ -387,6 +526,13 @@ class KubeClient:
         self._discovery: t.Dict[str, t.Optional[t.Dict[str, ApiResource]]] = {}
         self._disc_lock = threading.Lock()
         self._dynamic = None
+        self.retry = DEFAULT_RETRY
+        self.sleep: t.Callable[[float], None] = time.sleep
+        self.clock: t.Callable[[], float] = time.monotonic
+        # Set when a request used up its retries on connection failures; later requests then fail at once
+        # instead of each waiting through the backoff again (reset by the next successful request).
+        self.unreachable: t.Optional[ApiUnreachable] = None
+        self.retried = 0  # requests retried (for results/benchmarks)
 
     @property
     def host(self) -> str:
@@ -404,7 +550,17 @@ class KubeClient:
     def request(self, method: str, path: str, query: t.Optional[t.Sequence[t.Tuple[str, str]]] = None,
                 body: t.Any = None, content_type: t.Optional[str] = None,
                 timeout: t.Optional[float] = HTTP_TIMEOUT) -> t.Any:
-        """One HTTP request; returns the decoded JSON body. Raises ApiException on HTTP errors."""
+        """One API call with retries; returns the decoded JSON body.
+
+        Transient failures (connection refused/reset, timeouts, 429 with Retry-After, 5xx, etcd timeouts) are
+        retried with ``self.retry``'s bounded backoff. HTTP errors left raise ApiException; connection failures
+        that outlast the budget raise ApiUnreachable (a GpuaasError with one message).
+        """
+        return with_retries(lambda: self._request_once(method, path, query, body, content_type, timeout),
+                            self, "%s %s" % (method, path))
+
+    def _request_once(self, method: str, path: str, query: t.Optional[t.Sequence[t.Tuple[str, str]]],
+                      body: t.Any, content_type: t.Optional[str], timeout: t.Optional[float]) -> t.Any:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -481,6 +637,69 @@ class KubeClient:
         return kinds[kind]
 
 
+def with_retries(call: t.Callable[[], t.Any], client: t.Any, what: str = "the request") -> t.Any:
+    """Run ``call`` under ``client.retry`` (RetryPolicy), ``client.sleep`` and ``client.clock``.
+
+    Raises the last ApiException for HTTP errors, ApiUnreachable when connection failures outlast the budget,
+    and anything else unchanged.
+    """
+    policy: RetryPolicy = getattr(client, "retry", None) or DEFAULT_RETRY
+    sleep = getattr(client, "sleep", None) or time.sleep
+    clock = getattr(client, "clock", None) or time.monotonic
+    start = clock()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            value = call()
+        except ApiException as exc:
+            if not is_transient_status(exc):
+                raise
+            last: BaseException = exc
+            connection = False
+            retry_after = _retry_after(exc)
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if not is_connection_error(exc):
+                raise
+            last = exc
+            connection = True
+            retry_after = None
+        else:
+            if getattr(client, "unreachable", None) is not None:
+                client.unreachable = None
+            return value
+        known_down = getattr(client, "unreachable", None)
+        wait = policy.delay(attempt, retry_after)
+        spent = clock() - start
+        if known_down is not None and connection:
+            raise ApiUnreachable(known_down.message, hint=known_down.hint, details=dict(known_down.details))
+        if attempt >= policy.attempts or spent + wait > policy.budget:
+            if connection:
+                err = ApiUnreachable(
+                    "the Kubernetes API server at %s is unreachable: %s (%d attempts in %.0fs)"
+                    % (getattr(client, "host", "?"), _short(last), attempt, spent),
+                    hint="check that the API server is up and reachable (network, proxy, host/kubeconfig), then re-run",
+                    details={"reason": "Unreachable", "attempts": attempt, "seconds": round(spent, 1),
+                             "request": what})
+                try:
+                    client.unreachable = err
+                except AttributeError:  # pragma: no cover - clients without the attribute
+                    pass
+                raise err
+            raise last
+        try:
+            client.retried = getattr(client, "retried", 0) + 1
+        except AttributeError:  # pragma: no cover
+            pass
+        sleep(wait)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(getattr(exc, "reason", None) or exc)
+    text = text.split("\n")[0]
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 # -- error translation ----------------------------------------------------------------------------------
 
 def _status_body(exc: t.Any) -> t.Dict[str, t.Any]:
@@ -496,6 +715,8 @@ def _status_body(exc: t.Any) -> t.Dict[str, t.Any]:
 
 
 def connection_error(host: str, exc: Exception) -> GpuaasError:
+    if isinstance(exc, GpuaasError):
+        return exc
     return GpuaasError(
         "cannot reach the Kubernetes API server at %s: %s" % (host, exc),
         hint="check host/kubeconfig/context, the network path and proxy settings, and ca_cert/validate_certs",

@@ -29,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     ApiException,
     ApiResource,
+    ApiUnreachable,
+    is_connection_error,
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
@@ -83,6 +85,9 @@ class ApplyEngine:
         # Keys (kind, namespace, name) deleted earlier in this run in check mode: treated as absent, and their
         # re-creation is reported without a dry run (the server would still see the old object).
         self.assume_deleted: t.Set[t.Tuple[str, str, str]] = set()
+        # The first connection-class failure (API server unreachable after the client's retries): no further
+        # request is scheduled once it is set, and the run ends with one message (see unreachable_error).
+        self.unreachable: t.Optional[GpuaasError] = None
 
     # -- preparation ----------------------------------------------------------------------------------
     def kueue_version(self) -> str:
@@ -293,16 +298,25 @@ class ApplyEngine:
                 todo.setdefault(tier_of(d.ref.kind), []).append((d, action, current))
 
         errors: t.List[GpuaasError] = []
+        skipped: t.List[ObjectRef] = []
         for tier in sorted(todo):
             with self._pool() as pool:
                 outcomes = list(pool.map(lambda item: self._apply_one(item, new_namespaces, result), todo[tier]))
-            for outcome in outcomes:
-                if isinstance(outcome, GpuaasError):
+            for item, outcome in zip(todo[tier], outcomes):
+                if outcome is None:
+                    skipped.append(item[0].ref)
+                elif isinstance(outcome, GpuaasError):
                     errors.append(outcome)
                 else:
                     result.add(outcome)
-            if errors:
+            if errors or self.unreachable is not None:
+                for later in sorted(todo):
+                    if later > tier:
+                        skipped.extend(d.ref for d, _a, _c in todo[later])
                 break
+        if self.unreachable is not None:
+            raise self.unreachable_error(result, pending=skipped + [e.details.get("ref") for e in errors
+                                                                    if e.details.get("ref")])
         if errors:
             self._raise_many(errors, "apply", result)
 
@@ -323,6 +337,8 @@ class ApplyEngine:
     def _apply_one(self, item: t.Tuple[DesiredObject, str, t.Optional[t.Dict[str, t.Any]]], new_namespaces: t.Set[str],
                    result: ReconcileResult) -> t.Any:
         d, action, current = item
+        if self.unreachable is not None:
+            return None  # the API server is gone: do not schedule more requests
         if self.check_mode and ((d.ref.namespace and d.ref.namespace in new_namespaces)
                                 or d.ref.key in self.assume_deleted):
             return ObjectResult(d.ref, action, self.before_view(current), self._with_identity(
@@ -332,9 +348,18 @@ class ApplyEngine:
             applied = d.res.apply(d.obj, self.field_manager, force=self.force_conflicts, dry_run=self.check_mode)
         except ApiException as exc:
             return translate_api_exception(exc, "dry-run apply" if self.check_mode else "apply", str(d.ref))
+        except ApiUnreachable as exc:
+            self.unreachable = self.unreachable or exc
+            exc.details["ref"] = d.ref
+            return exc
         except GpuaasError as exc:
             return exc
         except Exception as exc:  # noqa: BLE001 - connection problems: name the object
+            if is_connection_error(exc):
+                self.unreachable = self.unreachable or ApiUnreachable(
+                    "the Kubernetes API server is unreachable: %s" % exc,
+                    hint="check that the API server is up, then re-run")
+                return GpuaasError(str(exc), details={"ref": d.ref})
             return GpuaasError("apply %s failed: %s" % (d.ref, exc),
                                hint="check the connection to the API server and re-run")
         applied.setdefault("apiVersion", d.res.api_version)
@@ -345,6 +370,30 @@ class ApplyEngine:
             # Only ownership/managedFields bookkeeping changed (e.g. first apply over an identical object).
             action = "updated" if owned_fields(current, self.field_manager) is None else "unchanged"
         return ObjectResult(d.ref, action, before, after, obj=applied)
+
+    def unreachable_error(self, result: ReconcileResult, pending: t.Sequence[t.Any] = (),
+                          stage: str = "apply") -> ApiUnreachable:
+        """One message for a run cut short by an unreachable API server: what was done, what not, how to go on."""
+        cause = self.unreachable or ApiUnreachable("the Kubernetes API server is unreachable")
+        done = {"created": 0, "updated": 0, "deleted": 0}
+        for r in result.results:
+            if r.action in done:
+                done[r.action] += 1
+        pending_refs = [p for p in pending if p is not None]
+        applied = ", ".join("%d %s" % (n, a) for a, n in done.items() if n) or "no change"
+        verb = "dry-run" if self.check_mode else "applied"
+        message = ("%s. Stopped at the %s stage: %s before the API server went away (%s), %d change%s not %s%s. "
+                   "Nothing is half-applied: every object is written whole by server-side apply, so re-running the same "
+                   "playbook once the API server is back converges."
+                   % (cause.message.rstrip("."), stage, verb, applied, len(pending_refs),
+                      "" if len(pending_refs) == 1 else "s", verb,
+                      "" if stage != "apply" else ", nothing pruned"))
+        details = dict(cause.details)
+        details.update({"reason": "Unreachable", "stage": stage, "done": done,
+                        "not_applied": [str(r) for r in pending_refs][:50],
+                        "not_applied_count": len(pending_refs),
+                        "partial_result": result.to_module_result()})
+        return ApiUnreachable(message, hint=cause.hint, details=details)
 
     @staticmethod
     def _raise_many(errors: t.List[GpuaasError], verb: str, result: ReconcileResult) -> None:
@@ -419,22 +468,36 @@ class ApplyEngine:
         def one(item: t.Tuple[t.Dict[str, t.Any], ApiResource]) -> t.Any:
             live, res = item
             ref = ObjectRef.from_object(live)
+            if self.unreachable is not None:
+                return None
             result.requests["delete"] += 1
             try:
                 res.delete(ref.name, ref.namespace if res.namespaced else None, propagation_policy=propagation_policy,
                            dry_run=self.check_mode)
             except ApiException as exc:
                 return translate_api_exception(exc, "dry-run delete" if self.check_mode else "delete", str(ref))
+            except ApiUnreachable as exc:
+                self.unreachable = self.unreachable or exc
+                exc.details["ref"] = ref
+                return exc
             return ObjectResult(ref, "deleted", self.before_view(live), None, obj=live)
 
         errors: t.List[GpuaasError] = []
+        skipped: t.List[ObjectRef] = []
         for tier in sorted(by_tier, reverse=True):
             with self._pool() as pool:
-                for outcome in pool.map(one, by_tier[tier]):
-                    if isinstance(outcome, GpuaasError):
+                for item, outcome in zip(by_tier[tier], pool.map(one, by_tier[tier])):
+                    if outcome is None:
+                        skipped.append(ObjectRef.from_object(item[0]))
+                    elif isinstance(outcome, GpuaasError):
                         errors.append(outcome)
                     else:
                         result.add(outcome)
+            if self.unreachable is not None:
+                rest = [ObjectRef.from_object(lv) for tr in sorted(by_tier, reverse=True) if tr < tier
+                        for lv, _r in by_tier[tr]]
+                raise self.unreachable_error(result, skipped + rest + [e.details.get("ref") for e in errors],
+                                             stage="delete")
             if errors:
                 self._raise_many(errors, "delete", result)
 

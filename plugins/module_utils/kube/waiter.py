@@ -22,12 +22,32 @@ class Waiter:
         self.client = client
 
     @staticmethod
+    def observed_current(obj: t.Mapping[str, t.Any], cond: t.Optional[t.Mapping[str, t.Any]] = None) -> bool:
+        """Whether the controller has seen the object's current spec.
+
+        ``status.observedGeneration`` (top level) and the condition's own ``observedGeneration`` must, when
+        present, equal ``metadata.generation``: a condition written for an older spec says nothing about the
+        new one (a Deployment still ``Available`` from before the update, a ClusterQueue ``Active`` with the
+        old quotas).
+        """
+        generation = (obj.get("metadata") or {}).get("generation")
+        if generation is None:
+            return True
+        status = obj.get("status") or {}
+        for observed in (status.get("observedGeneration"), (cond or {}).get("observedGeneration")):
+            if observed is not None and int(observed) < int(generation):
+                return False
+        return True
+
+    @staticmethod
     def condition_met(obj: t.Mapping[str, t.Any], condition: t.Mapping[str, t.Any]) -> bool:
         status = obj.get("status") or {}
         want_status = str(condition.get("status", "True"))
         for cond in status.get("conditions") or []:
             if cond.get("type") != condition.get("type"):
                 continue
+            if not Waiter.observed_current(obj, cond):
+                return False
             if str(cond.get("status")) != want_status:
                 return False
             if condition.get("reason") and cond.get("reason") != condition["reason"]:
@@ -69,7 +89,14 @@ class Waiter:
                     obj = last.get(r.ref) or {}
                     conds = [c for c in ((obj.get("status") or {}).get("conditions") or [])
                              if c.get("type") == cond.get("type")]
-                    if conds:
+                    if conds and not self.observed_current(obj, conds[0]):
+                        detail = ("%s=%s is for an older spec (observedGeneration %s, generation %s): the controller "
+                                  "has not processed the change yet" % (
+                                      conds[0].get("type"), conds[0].get("status"),
+                                      conds[0].get("observedGeneration",
+                                                   (obj.get("status") or {}).get("observedGeneration")),
+                                      (obj.get("metadata") or {}).get("generation")))
+                    elif conds:
                         detail = "%s=%s (%s: %s)" % (conds[0].get("type"), conds[0].get("status"),
                                                      conds[0].get("reason"), conds[0].get("message"))
                     else:
