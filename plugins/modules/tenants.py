@@ -25,10 +25,22 @@ description:
     namespaces."
   - Every inventory problem is reported at once, with its path (for example C(gpuaas_tenants[3].quotas[0].flavor)),
     before anything is written.
-  - "Offboarding (C(tenants[].state=absent), or a tenant whose ClusterQueue exists but that the inventory no longer
-    lists): the ClusterQueue gets C(stopPolicy: HoldAndDrain), the module waits (at most O(drain_timeout) seconds)
-    until it holds no admitted or reserving workloads, then deletes the tenant's queues, bindings and ScaledObjects.
-    Namespaces are deleted only with O(delete_namespaces=true)."
+  - "Offboarding (C(tenants[].state=absent), or, only with O(prune=true), a tenant whose objects exist but that the
+    inventory no longer lists): the ClusterQueue gets C(stopPolicy: HoldAndDrain), the module waits (at most
+    O(drain_timeout) seconds) until it holds no admitted or reserving workloads, then deletes the tenant's queues,
+    bindings and ScaledObjects. Namespaces are deleted only with O(delete_namespaces=true)."
+  - "Safe mode (the default, O(prune=false)): nothing is removed because it is missing from the inventory. Tenants
+    on the cluster that the inventory does not list (for example onboarded from an AWX survey), and shared objects
+    (flavors, cohorts, priorities) no longer listed, are left untouched and reported as drift (a warning and
+    RV(drift)). An empty tenant list against a cluster that has tenants writes nothing at all (a forgotten C(-i));
+    with O(prune=true) it is refused unless O(allow_empty=true)."
+  - "Two runs never reconcile at once: a full run holds the C(coordination.k8s.io/v1) Lease O(lock_name) in
+    O(lock_namespace) (holder identity, renewed in the background, released at the end, taken over when it was not
+    renewed for O(lock_duration) seconds). Another run waits up to O(lock_wait) seconds, then fails with who holds
+    the lock since when. Check mode takes no lock (it writes nothing) but warns when another run holds it."
+  - "Transient API errors (connection refused/reset, timeouts, 429, 5xx) are retried with a bounded exponential
+    backoff. When the API server stays unreachable the run stops scheduling requests and fails with one message:
+    what was applied, what was not, and that a re-run converges."
   - A LocalQueue whose ClusterQueue changed (a namespace moved to another tenant) is deleted and created again,
     because C(spec.clusterQueue) is immutable.
 author:
@@ -95,9 +107,43 @@ options:
     choices: [auto, kubernetes, openshift]
     default: auto
   keda_namespace:
-    description: Namespace of the KEDA operator (where the Prometheus credentials Secret goes).
+    description:
+      - Namespace of the KEDA operator (where the Prometheus credentials Secret goes).
+      - Default C(openshift-keda) on OpenShift (the Custom Metrics Autoscaler operator), C(keda) elsewhere — the
+        same platform-aware default as the C(gpuaas.platform.keda) role's C(gpuaas_keda_namespace).
     type: str
-    default: keda
+  prune:
+    description:
+      - Remove tenants (and shared flavors, cohorts, priorities) that exist on the cluster but are missing from the
+        inventory. Off by default (safe mode): such objects are kept and reported in RV(drift).
+      - A tenant with C(state=absent) is removed either way. Ignored with O(limit_tenants) (only the named tenants,
+        which must be in O(tenants), are reconciled).
+    type: bool
+    default: false
+  allow_empty:
+    description: With O(prune=true), accept an empty O(tenants) list (which removes every tenant). Refused otherwise.
+    type: bool
+    default: false
+  lock:
+    description: Hold the cluster-side Lease lock during a run that writes (see the description).
+    type: bool
+    default: true
+  lock_namespace:
+    description: Namespace of the lock Lease (it must exist; C(kube-system) always does).
+    type: str
+    default: kube-system
+  lock_name:
+    description: Name of the lock Lease.
+    type: str
+    default: gpuaas-tenants
+  lock_wait:
+    description: Seconds to wait for another run's lock before failing.
+    type: int
+    default: 60
+  lock_duration:
+    description: Seconds after its last renewal that a lock of a run that died is taken over (renewed every third).
+    type: int
+    default: 60
   concurrency:
     description: How many objects are applied in parallel.
     type: int
@@ -122,6 +168,13 @@ EXAMPLES = r"""
     priorities: "{{ gpuaas_priorities }}"
     tenants: "{{ gpuaas_tenants }}"
     prometheus: "{{ gpuaas_prometheus }}"
+
+- name: Remove every tenant the inventory no longer lists (opt-in; safe mode only reports them)
+  gpuaas.platform.tenants:
+    flavors: "{{ gpuaas_flavors }}"
+    cohorts: "{{ gpuaas_cohorts }}"
+    tenants: "{{ gpuaas_tenants }}"
+    prune: true
 
 - name: Offboard one tenant and delete its namespaces
   gpuaas.platform.tenants:
@@ -194,6 +247,20 @@ api_versions:
   description: API versions used (for example the Kueue version served).
   returned: always
   type: dict
+drift:
+  description:
+    - What exists on the cluster (owned by this module) but is not in the inventory, and was left untouched because
+      O(prune=false). With O(prune=true) both lists are empty (those objects are in RV(deleted) instead).
+    - C(unmanaged_tenants) are tenant names, C(unmanaged_objects) references of the objects prune would delete,
+      C(skipped_writes) is true when an empty tenant list made the run write nothing at all.
+  returned: always
+  type: dict
+  sample: {"prune": false, "unmanaged_tenants": ["survey-team"], "skipped_writes": false,
+           "unmanaged_objects": [{"kind": "ClusterQueue", "name": "survey-team", "apiVersion": "kueue.x-k8s.io/v1beta2"}]}
+lock:
+  description: The lock this run held (Lease, holder identity, seconds waited, the expired holder taken over).
+  returned: when a lock was taken
+  type: dict
 diff:
   description: Per-object before/after of the managed fields (with C(--diff)).
   returned: when diff mode is on
@@ -218,9 +285,12 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results impor
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     K8S_AUTH_ARG_SPEC,
     ApiException,
+    ApiUnreachable,
     get_client,
+    register_secrets,
     translate_api_exception,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, read_holder
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import COMPONENT_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TENANT_LABEL, tenant_of
@@ -229,20 +299,33 @@ OWNED_SELECTOR = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE,
                                   COMPONENT_LABEL, builders.COMPONENT_VALUE)
 
 
+# Shared (not per tenant) kinds: neither applied nor pruned with limit_tenants.
+SHARED_KINDS = ("ResourceFlavor", "Cohort", "WorkloadPriorityClass", "ValidatingAdmissionPolicy",
+                "ValidatingAdmissionPolicyBinding", "ClusterTriggerAuthentication", "Secret")
+
+
 class TenantsScope(PruneScope):
     """Prune scope: objects of the tenants component, optionally only those of some tenants."""
 
-    def __init__(self, kinds: t.Sequence[t.Tuple[str, str]], tenants: t.Optional[t.Sequence[str]] = None) -> None:
+    def __init__(self, kinds: t.Sequence[t.Tuple[str, str]], tenants: t.Optional[t.Sequence[str]] = None,
+                 declared: t.Optional[t.Iterable[str]] = None) -> None:
+        """``declared``: safe mode — only objects of these tenants may be pruned; the others are ``kept``."""
         super().__init__(kinds, labels={COMPONENT_LABEL: builders.COMPONENT_VALUE},
                          require_tenant_label=False)
         self.only = set(tenants) if tenants is not None else None
+        self.declared = set(declared) if declared is not None else None
+        self.kept: t.List[t.Mapping[str, t.Any]] = []
 
     def matches(self, obj: t.Mapping[str, t.Any]) -> bool:
         if not super().matches(obj):
             return False
-        if self.only is None:
-            return True
-        return ((obj.get("metadata") or {}).get("labels") or {}).get(TENANT_LABEL) in self.only
+        tenant = ((obj.get("metadata") or {}).get("labels") or {}).get(TENANT_LABEL)
+        if self.only is not None:
+            return tenant in self.only
+        if self.declared is not None and tenant not in self.declared:
+            self.kept.append(obj)  # not the inventory's to remove (safe mode): reported as drift if not desired
+            return False
+        return True
 
 
 def read_nodes(client: t.Any) -> t.List[t.Dict[str, t.Any]]:
@@ -296,6 +379,10 @@ class TenantsReconciler:
         self.sleep = sleep
         self.clock = clock
         self.warnings: t.List[str] = []
+        # Called with every secret value read at run time (token_file, token_secret), so the module can register
+        # it with no_log_values before anything that could contain it is returned or logged.
+        self.secret_sink: t.Callable[[str], None] = lambda _value: None
+        self.lock: t.Optional[LeaseLock] = None
 
     def inventory(self) -> t.Dict[str, t.Any]:
         p = self.params
@@ -321,7 +408,49 @@ class TenantsReconciler:
             raise GpuaasError("gpuaas_prometheus.token_secret: Secret %s/%s has no key %r"
                               % (ref["namespace"], ref["name"], ref["key"]),
                               hint="point token_secret at a Secret holding the Prometheus bearer token (key: token)")
-        return base64.b64decode(value).decode()
+        self.secret_sink(value)
+        token = base64.b64decode(value).decode()
+        self._register(token)
+        return token
+
+    def _register(self, value: t.Optional[str]) -> None:
+        if value:
+            self.secret_sink(value)
+            if value.strip() and value.strip() != value:
+                self.secret_sink(value.strip())
+
+    def prometheus_token(self, prom: t.Any) -> t.Optional[str]:
+        """The Prometheus token from the inventory, token_file or token_secret — registered no_log first."""
+        if prom.token:
+            self._register(prom.token)
+            return prom.token
+        from_file = _read_file(prom.token_file, "token_file")
+        if from_file:
+            self._register(from_file)
+            return from_file
+        return self.secret_token(prom.token_secret)
+
+    def keda_namespace(self, platform: str) -> str:
+        """The KEDA namespace: the option, else the platform's default (as the keda role's)."""
+        return self.params.get("keda_namespace") or ("openshift-keda" if platform == "openshift" else "keda")
+
+    def live_tenants(self, kueue_av: str, live_cqs: t.Sequence[t.Mapping[str, t.Any]]) -> t.Set[str]:
+        """Tenants with objects on the cluster: owned ClusterQueues and owned (labelled) namespaces."""
+        names = {tenant_of(cq) for cq in live_cqs}
+        for ns in _list(self.client, "v1", "Namespace", OWNED_SELECTOR):
+            if not (ns.get("metadata") or {}).get("deletionTimestamp"):
+                names.add(tenant_of(ns))
+        names.discard(None)
+        return {n for n in names if n}
+
+    def owned_objects(self, kinds: t.Sequence[t.Tuple[str, str]], scope: "TenantsScope") -> t.List[t.Mapping[str, t.Any]]:
+        """Owned objects of ``kinds`` that ``scope`` would prune or keep (read only)."""
+        out: t.List[t.Mapping[str, t.Any]] = []
+        for av, kind in kinds:
+            for obj in _list(self.client, av, kind, OWNED_SELECTOR):
+                if scope.matches(obj):
+                    out.append(obj)
+        return out
 
     def platform(self) -> str:
         wanted = self.params.get("platform") or "auto"
@@ -330,6 +459,39 @@ class TenantsReconciler:
         return "openshift" if self.client.served("config.openshift.io/v1") else "kubernetes"
 
     def run(self) -> t.Dict[str, t.Any]:
+        try:
+            return self._run()
+        except ApiUnreachable as err:
+            if "stage" not in err.details:
+                err = ApiUnreachable(
+                    "%s. The run stopped there; objects already written stay as they are (each is applied whole), "
+                    "and re-running the same playbook once the API server is back converges."
+                    % err.message.rstrip("."), hint=err.hint, details=err.details)
+            err.details.pop("partial_result", None)
+            raise err
+        finally:
+            if self.lock is not None:
+                unreachable = getattr(self.client, "unreachable", None) is not None
+                warning = self.lock.release()
+                if warning and not unreachable:
+                    self.warnings.append(warning)
+
+    def served_kinds(self, kueue_av: str, limit: t.Optional[t.Sequence[str]]) -> t.List[t.Tuple[str, str]]:
+        p = self.params
+        served_kinds = []
+        for av, kind in builders.MANAGED_KINDS:
+            if kind == "Namespace" and not p.get("delete_namespaces"):
+                continue
+            if av.startswith("kueue.x-k8s.io/"):
+                av = kueue_av
+            elif not self.client.served(av):
+                continue
+            if limit is not None and kind in SHARED_KINDS:
+                continue
+            served_kinds.append((av, kind))
+        return served_kinds
+
+    def _run(self) -> t.Dict[str, t.Any]:
         p = self.params
         nodes = None
         if p.get("check_capacity", True):
@@ -347,21 +509,58 @@ class TenantsReconciler:
             if unknown:
                 raise GpuaasError("limit_tenants names %s, which the tenants list does not define" % ", ".join(unknown),
                                   hint="pass the tenant (with state present or absent) in tenants as well")
-
-        prom = model.prometheus
-        token = prom.token or _read_file(prom.token_file, "token_file") or self.secret_token(prom.token_secret)
-        ca_data = _read_file(prom.ca_file, "ca_file")
-        desired = builders.desired_objects(model, self.platform(), token, ca_data, p.get("keda_namespace") or "keda")
-        if limit is not None:
-            desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
+        prune = bool(p.get("prune"))
+        declared = {x.name for x in model.tenants}
+        present = {x.name for x in model.present_tenants}
+        platform = self.platform()
 
         engine = ApplyEngine(self.client, check_mode=self.check_mode, concurrency=p.get("concurrency") or 8)
         kueue_version = engine.kueue_version()
         kueue_av = "kueue.x-k8s.io/%s" % kueue_version
 
-        present = {x.name for x in model.present_tenants}
+        # Safe mode decisions need reads only, so a refused or empty run writes nothing (not even the lock).
         live_cqs = _list(self.client, kueue_av, "ClusterQueue", OWNED_SELECTOR)
-        offboard = sorted({(cq["metadata"].get("labels") or {}).get(TENANT_LABEL) for cq in live_cqs} - present - {None})
+        if limit is None and not declared:
+            live = self.live_tenants(kueue_av, live_cqs)
+            if prune and not p.get("allow_empty"):
+                raise GpuaasError(
+                    "refusing to prune with an empty tenant list: it would drain and remove every tenant on the "
+                    "cluster (%d: %s)" % (len(live), ", ".join(sorted(live)) or "none yet"),
+                    hint="is the inventory missing (-i) or gpuaas_tenants misspelled? To really remove every tenant set "
+                         "gpuaas_tenants_allow_empty: true as well (or offboard them one by one with state: absent)",
+                    details={"reason": "EmptyInventory", "tenants": sorted(live)})
+            if not prune and live:
+                return self.empty_inventory_result(model, kueue_av, kueue_version, live, nodes)
+
+        if not self.check_mode and p.get("lock", True):
+            self.lock = LeaseLock(self.client, p.get("lock_name") or "gpuaas-tenants",
+                                  p.get("lock_namespace") or "kube-system", wait=float(p.get("lock_wait", 60)),
+                                  duration=int(p.get("lock_duration") or 60), sleep=self.sleep, clock=self.clock)
+            self.lock.acquire()
+            self.lock.start_renewal()
+            if self.lock.took_over:
+                self.warnings.append("took over the lock %s from %s, which had not renewed it for %ss (a run that "
+                                     "died?)" % (self.lock.ref, self.lock.took_over, self.lock.duration))
+            live_cqs = _list(self.client, kueue_av, "ClusterQueue", OWNED_SELECTOR)  # as of holding the lock
+        elif self.check_mode and p.get("lock", True):
+            holder = read_holder(self.client, p.get("lock_name") or "gpuaas-tenants",
+                                 p.get("lock_namespace") or "kube-system")
+            if holder:
+                self.warnings.append("another run (holder %s) holds the lock since %s: a real run would wait for it"
+                                     % (holder.get("holderIdentity"), holder.get("acquireTime")))
+
+        prom = model.prometheus
+        token = self.prometheus_token(prom)
+        ca_data = _read_file(prom.ca_file, "ca_file")
+        desired = builders.desired_objects(model, platform, token, ca_data, self.keda_namespace(platform))
+        if limit is not None:
+            desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
+
+        live_tenant_names = {tenant_of(cq) for cq in live_cqs} - {None}
+        removable = declared - present
+        if prune:
+            removable |= live_tenant_names - declared
+        offboard = sorted(live_tenant_names & removable)
         if limit is not None:
             offboard = [x for x in offboard if x in limit]
         engine.drain(kueue_av, "ClusterQueue", [cq for cq in live_cqs if tenant_of(cq) in offboard],
@@ -369,21 +568,12 @@ class TenantsReconciler:
         engine.undrain(kueue_av, "ClusterQueue",
                        [cq for cq in live_cqs if tenant_of(cq) in present and (limit is None or tenant_of(cq) in limit)])
         recreated = self.recreate_moved_local_queues(desired, kueue_av, engine)
+        if self.lock is not None and self.lock.lost:
+            raise GpuaasError("this run lost the lock %s to another run before pruning; nothing was pruned"
+                              % self.lock.ref, hint="re-run when the other run has finished")
 
-        served_kinds = []
-        for av, kind in builders.MANAGED_KINDS:
-            if kind == "Namespace" and not p.get("delete_namespaces"):
-                continue
-            if av.startswith("kueue.x-k8s.io/"):
-                av = kueue_av
-            elif not self.client.served(av):
-                continue
-            if limit is not None and kind in ("ResourceFlavor", "Cohort", "WorkloadPriorityClass",
-                                              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-                                              "ClusterTriggerAuthentication", "Secret"):
-                continue
-            served_kinds.append((av, kind))
-        scope = TenantsScope(served_kinds, limit)
+        served_kinds = self.served_kinds(kueue_av, limit)
+        scope = TenantsScope(served_kinds, limit, declared=None if (prune or limit is not None) else declared)
         result = engine.reconcile(desired, prune=scope)
 
         out = result.to_module_result(diff=self.diff)
@@ -391,6 +581,11 @@ class TenantsReconciler:
             _redact(out["diff"])
         if recreated:
             out["changed"] = True
+        desired_keys = {(o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in desired}
+        drift_objects = [o for o in scope.kept if ObjectRef.from_object(o).key not in desired_keys]
+        unmanaged = sorted({tenant_of(o) for o in drift_objects} - {None})
+        if limit is None and not prune:
+            unmanaged = sorted(set(unmanaged) | (live_tenant_names - declared))
         desired_ns = {o["metadata"]["name"] for o in desired if o["kind"] == "Namespace"}
         kept = []
         if not p.get("delete_namespaces"):
@@ -399,6 +594,8 @@ class TenantsReconciler:
                 owner = (ns["metadata"].get("labels") or {}).get(TENANT_LABEL)
                 if ns["metadata"].get("deletionTimestamp"):
                     continue  # already being deleted (e.g. an earlier offboarding with delete_namespaces): not kept
+                if owner in unmanaged:
+                    continue  # an unmanaged tenant's namespace: drift, not a kept namespace
                 if name not in desired_ns and (limit is None or owner in limit):
                     kept.append(name)
         out.update({
@@ -409,8 +606,53 @@ class TenantsReconciler:
             "kept_namespaces": sorted(kept),
             "objects": len(desired),
             "requests": dict(result.requests),
+            "drift": self.drift(unmanaged, drift_objects, prune, skipped=False),
         })
         out.setdefault("api_versions", {})["kueue.x-k8s.io"] = kueue_version
+        if nodes is not None:
+            out["capacity"] = model.capacity
+        if self.lock is not None:
+            out["lock"] = {"lease": self.lock.ref, "holder": self.lock.identity, "waited": round(self.lock.waited, 1),
+                           "took_over": self.lock.took_over}
+        return out
+
+    def drift(self, unmanaged: t.Sequence[str], objects: t.Sequence[t.Mapping[str, t.Any]], prune: bool,
+              skipped: bool) -> t.Dict[str, t.Any]:
+        refs = sorted((ObjectRef.from_object(o) for o in objects), key=lambda r: r.key)
+        shared = [r for r, o in zip(refs, objects) if not tenant_of(o)]
+        if unmanaged:
+            self.warnings.append(
+                "%d tenant%s on the cluster %s not in the inventory and %s left untouched (gpuaas_tenants_prune is "
+                "false): %s. Add %s to gpuaas_tenants, offboard with state: absent, or set gpuaas_tenants_prune: true "
+                "to remove every tenant missing from the inventory."
+                % (len(unmanaged), "" if len(unmanaged) == 1 else "s", "is" if len(unmanaged) == 1 else "are",
+                   "was" if len(unmanaged) == 1 else "were", ", ".join(unmanaged),
+                   "it" if len(unmanaged) == 1 else "them"))
+        if shared:
+            self.warnings.append(
+                "%d shared object%s no longer in the inventory kept (gpuaas_tenants_prune is false): %s"
+                % (len(shared), "" if len(shared) == 1 else "s", ", ".join(str(r) for r in shared[:10])
+                   + (" …" if len(shared) > 10 else "")))
+        return {"prune": prune, "unmanaged_tenants": list(unmanaged), "skipped_writes": skipped,
+                "unmanaged_objects": [r.to_dict() for r in refs]}
+
+    def empty_inventory_result(self, model: TenantModel, kueue_av: str, kueue_version: str, live: t.Set[str],
+                               nodes: t.Any) -> t.Dict[str, t.Any]:
+        """An empty tenant list against a cluster with tenants, prune off: read only, report, write nothing."""
+        scope = TenantsScope(self.served_kinds(kueue_av, None), None, declared=set())
+        objects = self.owned_objects(scope.kinds, scope)
+        self.warnings.append(
+            "the tenant list is empty but the cluster has %d tenant%s: nothing was written (a forgotten -i or a "
+            "misspelled gpuaas_tenants?)" % (len(live), "" if len(live) == 1 else "s"))
+        out: t.Dict[str, t.Any] = {
+            "changed": False, "summary": {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0},
+            "created": [], "updated": [], "deleted": [], "tenants": {}, "offboarded": [],
+            "recreated_local_queues": [], "kept_namespaces": [], "objects": 0, "requests": {},
+            "api_versions": {"kueue.x-k8s.io": kueue_version},
+            "drift": self.drift(sorted(live), objects, False, skipped=True),
+        }
+        if self.diff:
+            out["diff"] = []
         if nodes is not None:
             out["capacity"] = model.capacity
         return out
@@ -433,6 +675,26 @@ class TenantsReconciler:
         return ["%s/%s" % (r.namespace, r.name) for r in stale]
 
 
+class TenantsModule(AnsibleModule):
+    """AnsibleModule that registers secrets inside dict options before the invocation is logged.
+
+    ``prometheus.token`` and a kubeconfig given as a dict are not ``no_log`` options (they are dicts with other,
+    harmless keys); their secret values go to ``no_log_values`` before ``_log_invocation`` writes the parameters
+    to syslog/journald, and so are masked there and in every result.
+    """
+
+    def _log_invocation(self) -> None:
+        register_module_secrets(self)
+        super()._log_invocation()
+
+
+def register_module_secrets(module: t.Any) -> None:
+    register_secrets(module)
+    token = (module.params.get("prometheus") or {}).get("token")
+    if token:
+        module.no_log_values.add(str(token))
+
+
 def main() -> None:
     argument_spec: t.Dict[str, t.Any] = dict(
         flavors=dict(type="list", elements="dict", default=[]),
@@ -446,15 +708,21 @@ def main() -> None:
         drain_timeout=dict(type="int", default=600),
         limit_tenants=dict(type="list", elements="str"),
         platform=dict(type="str", choices=["auto", "kubernetes", "openshift"], default="auto"),
-        keda_namespace=dict(type="str", default="keda"),
+        keda_namespace=dict(type="str"),
         concurrency=dict(type="int", default=8),
+        prune=dict(type="bool", default=False),
+        allow_empty=dict(type="bool", default=False),
+        lock=dict(type="bool", default=True),
+        lock_namespace=dict(type="str", default="kube-system"),
+        lock_name=dict(type="str", default="gpuaas-tenants"),
+        lock_wait=dict(type="int", default=60),
+        lock_duration=dict(type="int", default=60),
     )
     argument_spec.update(K8S_AUTH_ARG_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    token = (module.params.get("prometheus") or {}).get("token")
-    if token:
-        module.no_log_values.add(str(token))
+    module = TenantsModule(argument_spec=argument_spec, supports_check_mode=True)
     reconciler = TenantsReconciler(None, module.params, module.check_mode, module._diff)
+    reconciler.secret_sink = module.no_log_values.add
+    register_module_secrets(module)  # also when invocation logging is off (no_log, ANSIBLE_NO_LOG)
     try:
         reconciler.client = get_client(module)
         result = reconciler.run()

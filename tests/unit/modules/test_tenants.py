@@ -22,9 +22,9 @@ NAMESPACED = {"Namespace": False, "Node": False, "ResourceFlavor": False, "Cohor
               "WorkloadPriorityClass": False, "ClusterQueue": False, "LocalQueue": True, "ClusterRole": False,
               "ClusterRoleBinding": False, "RoleBinding": True, "ValidatingAdmissionPolicy": False,
               "ValidatingAdmissionPolicyBinding": False, "Secret": True, "ScaledObject": True,
-              "ClusterTriggerAuthentication": False}
+              "ClusterTriggerAuthentication": False, "Lease": True}
 SERVED = {"v1", "kueue.x-k8s.io/v1beta2", "rbac.authorization.k8s.io/v1", "admissionregistration.k8s.io/v1",
-          "keda.sh/v1alpha1"}
+          "keda.sh/v1alpha1", "coordination.k8s.io/v1"}
 
 
 def fieldset(value):
@@ -99,7 +99,42 @@ class FakeResource:
             self.api.objects[key] = merged
         return copy.deepcopy(merged)
 
-    def delete(self, name, namespace=None, propagation_policy="Background", dry_run=False):
+    # create/replace (used by the Lease lock): recorded as "lock-*" calls, not as tenancy writes
+    def create(self, body, field_manager=None):
+        from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
+        self.api.calls.append(("lock-create", self.kind))
+        key = self._key(body["metadata"]["name"], body["metadata"].get("namespace"))
+        if key in self.api.objects:
+            raise ApiException(status=409, reason="AlreadyExists")
+        obj = copy.deepcopy(body)
+        self.api.rv += 1
+        obj["metadata"].update({"resourceVersion": str(self.api.rv), "uid": "uid-lease"})
+        self.api.objects[key] = obj
+        return copy.deepcopy(obj)
+
+    def replace(self, body, field_manager=None):
+        from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
+        self.api.calls.append(("lock-replace", self.kind))
+        key = self._key(body["metadata"]["name"], body["metadata"].get("namespace"))
+        live = self.api.objects.get(key)
+        if live is None:
+            raise ApiException(status=404, reason="NotFound")
+        if body["metadata"].get("resourceVersion") != live["metadata"]["resourceVersion"]:
+            raise ApiException(status=409, reason="Conflict")
+        obj = copy.deepcopy(body)
+        self.api.rv += 1
+        obj["metadata"].update({"resourceVersion": str(self.api.rv), "uid": live["metadata"].get("uid")})
+        self.api.objects[key] = obj
+        return copy.deepcopy(obj)
+
+    def delete(self, name, namespace=None, propagation_policy="Background", dry_run=False, preconditions=None):
+        if self.kind == "Lease":
+            self.api.calls.append(("lock-delete", self.kind))
+            live = self.api.objects.get(self._key(name, namespace))
+            if live and preconditions and preconditions.get("resourceVersion") != live["metadata"]["resourceVersion"]:
+                from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
+                raise ApiException(status=409, reason="Conflict")
+            return self.api.objects.pop(self._key(name, namespace), None)
         self.api.calls.append(("delete-dry" if dry_run else "delete", self.kind))
         key = self._key(name, namespace)
         if key not in self.api.objects:
@@ -113,6 +148,7 @@ class FakeClient:
     def __init__(self, nodes=None):
         self.objects = {}
         self.calls = []
+        self.rv = 0
         for node in nodes or []:
             self.objects[("Node", None, node["name"])] = {
                 "apiVersion": "v1", "kind": "Node",
@@ -176,8 +212,10 @@ def test_converge_then_noop(converged):
     assert again["changed"] is False
     assert again["summary"] == {"created": 0, "updated": 0, "unchanged": 41, "deleted": 0}
     assert client.writes() == []
-    # a no-op costs LISTs only: no GET and no apply per object
-    assert not [c for c in client.calls if c[0] == "get"]
+    # a no-op costs LISTs only: no GET and no apply per object (the one GET is the lock's Lease)
+    assert not [c for c in client.calls if c[0] == "get" and c[1] != "Lease"]
+    assert again["lock"]["lease"] == "Lease kube-system/gpuaas-tenants"
+    assert ("Lease", "kube-system", "gpuaas-tenants") not in client.objects  # released at the end
 
 
 def test_check_mode_diff_shows_quota_change_and_writes_nothing(converged):
@@ -234,7 +272,7 @@ def test_removing_a_tenant_drains_then_deletes_only_its_objects(converged):
             client.objects[("ClusterQueue", None, "vision")]["status"] = {"admittedWorkloads": 0, "reservingWorkloads": 0}
         return float(value)
 
-    result = run(client, p, clock=clock)
+    result = run(client, dict(p, prune=True), clock=clock)
     assert result["offboarded"] == ["vision"]
     assert ("apply", "ClusterQueue") in client.calls  # the drain
     deleted = {(d["kind"], d.get("namespace"), d["name"]) for d in result["deleted"]}
@@ -333,3 +371,92 @@ def test_moved_namespace_in_check_mode_writes_nothing(converged):
             "namespace": "vision-prod"} in result["created"]
     assert client.writes() == []
     assert client.objects[("LocalQueue", "vision-prod", "default")]["spec"]["clusterQueue"] == "vision"
+
+
+# -- safe mode (issue 11): nothing is removed for being missing from the inventory unless prune is on -------------
+
+def test_missing_tenant_is_kept_and_reported_as_drift_without_prune(converged):
+    client = converged[0]
+    before = copy.deepcopy(client.objects)
+    p = params()
+    p["tenants"] = [x for x in p["tenants"] if x["name"] != "vision"]
+    client.calls.clear()
+    result = run(client, p)
+    assert result["changed"] is False and result["deleted"] == [] and result["offboarded"] == []
+    assert client.writes() == []
+    assert result["drift"]["unmanaged_tenants"] == ["vision"]
+    drift = {(o["kind"], o.get("namespace"), o["name"]) for o in result["drift"]["unmanaged_objects"]}
+    assert ("ClusterQueue", None, "vision") in drift and ("LocalQueue", "vision-dev", "default") in drift
+    assert not [d for d in drift if d[0] != "ClusterQueue" and d[1] and not d[1].startswith("vision")]
+    assert result["kept_namespaces"] == []  # the unmanaged tenant's namespaces are drift, not "kept"
+    assert {k: v for k, v in client.objects.items() if k[0] != "Lease"} == before
+    # check mode with prune shows what prune would do, still writing nothing
+    check = run(client, dict(p, prune=True), check=True)
+    assert check["offboarded"] == ["vision"]
+    assert ("ClusterQueue", None, "vision") in {(d["kind"], d.get("namespace"), d["name"]) for d in check["deleted"]}
+    assert check["drift"]["unmanaged_tenants"] == []
+    assert client.writes() == []
+
+
+def test_state_absent_removes_the_tenant_without_prune(converged):
+    client = converged[0]
+    p = params()
+    p["tenants"][1]["state"] = "absent"
+    result = run(client, p)
+    assert result["offboarded"] == ["vision"]
+    assert ("ClusterQueue", None, "vision") not in client.objects
+    assert result["drift"]["unmanaged_tenants"] == []
+
+
+def test_empty_tenant_list_writes_nothing_and_reports_every_tenant(converged):
+    client = converged[0]
+    before = copy.deepcopy(client.objects)
+    client.calls.clear()
+    rec = TenantsReconciler(client, params(tenants=[], flavors=[], cohorts=[], priorities=[], prometheus={}),
+                            sleep=lambda s: None, clock=lambda: 0.0)
+    result = rec.run()
+    assert client.objects == before
+    assert [c for c in client.calls if not c[0] in ("get", "list")] == []  # not even the lock
+    assert result["changed"] is False and result["drift"]["skipped_writes"] is True
+    assert result["drift"]["unmanaged_tenants"] == ["analytics", "nlp", "vision"]
+    assert any("the tenant list is empty but the cluster has 3 tenants" in w for w in rec.warnings)
+
+
+def test_empty_tenant_list_with_prune_is_refused_unless_allowed(converged):
+    client = converged[0]
+    before = copy.deepcopy(client.objects)
+    with pytest.raises(GpuaasError) as info:
+        run(client, params(tenants=[], prune=True))
+    assert "refusing to prune with an empty tenant list" in info.value.message
+    assert "gpuaas_tenants_allow_empty" in info.value.hint
+    assert client.objects == before
+    result = run(client, params(tenants=[], prune=True, allow_empty=True))
+    assert sorted(result["offboarded"]) == ["analytics", "nlp", "vision"]
+    assert not [k for k in client.objects if k[0] == "ClusterQueue"]
+
+
+def test_limit_tenants_is_unchanged_by_safe_mode(converged):
+    client = converged[0]
+    p = params(limit_tenants=["vision"])
+    p["tenants"][1]["state"] = "absent"
+    result = run(client, p)
+    assert result["offboarded"] == ["vision"]
+    assert ("ClusterQueue", None, "nlp") in client.objects
+
+
+def test_another_runs_lock_fails_with_holder_and_since(converged):
+    client = converged[0]
+    from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, format_time, utcnow
+    other = LeaseLock(client, "gpuaas-tenants", "kube-system", identity="awx-node/pid-1/awx-job-7")
+    other.acquire()
+    p = params()
+    p["tenants"][1]["state"] = "absent"
+    ticks = iter(range(0, 1000, 5))
+    before = copy.deepcopy(client.objects)
+    with pytest.raises(GpuaasError) as info:
+        run(client, dict(p, lock_wait=20), clock=lambda: float(next(ticks)))
+    since = client.objects[("Lease", "kube-system", "gpuaas-tenants")]["spec"]["acquireTime"]
+    assert info.value.message.startswith("another run (holder awx-node/pid-1/awx-job-7) holds the lock "
+                                         "Lease kube-system/gpuaas-tenants since %s" % since)
+    assert client.objects == before  # nothing drained or pruned
+    assert format_time(utcnow())[:4] == since[:4]
