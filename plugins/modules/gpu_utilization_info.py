@@ -23,8 +23,17 @@ description:
     resource, pending and admitted workloads, and how much of the window it spent borrowing or waiting — from
     Kueue's metrics (C(kueue_cluster_queue_nominal_quota) etc., needs Kueue's
     C(metrics.enableClusterQueueResources)) or, when those are missing, from the ClusterQueue objects;
-  - recommendations (quota far above use, persistent borrowing or waiting, idle GPUs) and, when thresholds
-    are given, the violations, each naming the tenant, the GPUs and why.
+  - quota tuning per tenant, flavor and resource from Kueue's series (C(kueue_source=prometheus) or C(auto) with
+    Kueue's metrics in Prometheus) - the O(quantile) of demand (usage + pending requests,
+    C(kueue_cluster_queue_resource_pending) of Kueue v0.19), how often and how much it borrowed, how much it
+    lent, and the GPU-hours allocated but idle - and from it recommendations (raise / lower the nominal quota, lend,
+    set a lending limit, raise the fair-sharing weight), each with the figures behind it, or "insufficient data"
+    when the window is shorter than O(min_window) or the data cover less than O(min_coverage) of it;
+  - the recommendations as an inventory patch (RV(patch_yaml), C(gpuaas_tenants_override) for
+    C(playbooks/tenants.yml -e @patch.yml)), showback (GPU-hours allocated, busy, idle, borrowed, lent and cost per
+    tenant and namespace) as RV(showback) and RV(showback_csv), and a self-contained HTML report with inline SVG
+    charts (RV(html));
+  - idle GPUs and, when thresholds are given, the violations, each naming the tenant, the GPUs and why.
   - "DCGM label variants are handled: C(namespace)/C(pod) or C(exported_namespace)/C(exported_pod) (scrapes that do
     not honour the exporter's labels), C(Hostname) or C(hostname)."
   - Also returns a short per-tenant table and the whole report as Markdown. Read-only; runs in check mode.
@@ -35,9 +44,11 @@ extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
 options:
   window:
-    description: Length of the time window ending at O(time), for example V(10m), V(1h), V(7d).
+    description:
+      - Length of the time window ending at O(time), for example V(10m), V(1h), V(14d).
+      - Quota recommendations need at least O(min_window) of history; the default is long enough for real decisions.
     type: str
-    default: 1h
+    default: 14d
   time:
     description: End of the window as unix seconds or RFC 3339; default now.
     type: str
@@ -88,14 +99,58 @@ options:
   max_unallocated_gpus:
     description: Largest number of GPUs held by no pod allowed; more are a violation.
     type: int
-  underuse_ratio:
-    description: Recommend a lower nominal quota when the peak use stayed at or below this share of it.
-    type: float
-    default: 0.3
   persistent_ratio:
-    description: Share of the window a tenant must spend borrowing (or waiting) for a "keeps borrowing" (waiting) recommendation.
+    description:
+      - Share of the window a tenant must spend waiting while its cohort peers borrow for a
+        C(raise_fair_sharing_weight) recommendation.
     type: float
     default: 0.5
+  quantile:
+    description:
+      - Quantile of demand (usage + pending requests) a nominal quota should cover, for example V(0.95) (p95) or
+        V(0.9). Computed with linear interpolation between ranks, as PromQL C(quantile()).
+    type: float
+    default: 0.95
+  min_window:
+    description:
+      - Shortest window quota recommendations are made from. A shorter O(window) makes the report say
+        "insufficient data" (recommendation kind C(insufficient_data)) instead of recommending.
+    type: str
+    default: 7d
+  min_coverage:
+    description:
+      - Share of the window's points at which Kueue's quota series (per ClusterQueue) and the DCGM series must have
+        data; less makes the report say "insufficient data" (for the whole report or the one queue).
+    type: float
+    default: 0.9
+  headroom:
+    description: Extra share on top of the demand quantile when sizing a quota (target = ceil(pX demand * (1 + headroom))).
+    type: float
+    default: 0.0
+  min_change:
+    description:
+      - Lower a quota or lend part of it only when the target is at least this share below the nominal quota
+        (avoids churn for small differences).
+    type: float
+    default: 0.25
+  flavors:
+    description:
+      - The C(gpuaas_flavors) inventory list. With it the nodes are read from the cluster and each GPU is
+        assigned the first flavor whose C(node_labels) the node carries, so showback splits GPU-hours per flavor
+        and O(gpu_prices) give a cost. Without it (or without the permission to list nodes) the flavor is empty.
+    type: list
+    elements: dict
+    default: []
+  gpu_prices:
+    description:
+      - Price of one GPU-hour per flavor, for example V({h100: 2.5, a100-mig-1g: 0.4}); showback rows of these
+        flavors get C(price_per_gpu_hour) and C(cost) = allocated GPU-hours x price.
+    type: dict
+    default: {}
+  currency:
+    description: Currency of O(gpu_prices), written into the showback (for example V(EUR)).
+    type: str
+    default: ""
   health:
     description:
       - Health check results to include in the report and its Markdown (the RV(gpuaas.platform.platform_health_info#module:checks)
@@ -183,10 +238,42 @@ queues:
   type: list
   elements: dict
 recommendations:
-  description: Advice per tenant (C(kind) is quota_underused, keeps_borrowing, keeps_waiting, idle_gpus or unallocated_while_waiting).
+  description:
+    - Advice per tenant. C(kind) is C(raise_quota), C(lower_quota), C(lend), C(set_lending_limit),
+      C(raise_fair_sharing_weight) (with C(flavor), C(resource), C(current), C(suggested), C(figures), C(change)),
+      C(insufficient_data) (with C(reasons)), C(idle_gpus) or C(unallocated_while_waiting).
   returned: always
   type: list
   elements: dict
+tuning:
+  description:
+    - The quota analysis behind the recommendations - C(sufficient), C(insufficient_reasons), C(coverage),
+      C(dcgm_coverage), C(quantile), and C(rows) per ClusterQueue, flavor and resource (C(tenant), C(nominal),
+      C(demand_quantile), C(usage_quantile), C(pending_fraction), C(borrow_fraction), C(borrowed_hours),
+      C(lent_hours), C(coverage), C(series)). Empty when the quota figures do not come from Prometheus.
+  returned: always
+  type: dict
+inventory_patch:
+  description: C(changes) (tenant, field, old, new, reason) and C(tenants) (the whole tenant list with them applied).
+  returned: always
+  type: dict
+patch_yaml:
+  description: The patch as a vars file for C(playbooks/tenants.yml -e @file) (sets C(gpuaas_tenants_override)).
+  returned: always
+  type: str
+showback:
+  description: C(columns), C(rows) (level tenant or namespace, tenant, namespace, flavor, GPU-hours allocated, busy,
+    idle, borrowed, lent, price, cost), C(currency).
+  returned: always
+  type: dict
+showback_csv:
+  description: The showback rows as CSV.
+  returned: always
+  type: str
+html:
+  description: The report as one self-contained HTML page (inline SVG charts, no external reference).
+  returned: always
+  type: str
 violations:
   description: Threshold violations (C(check), C(tenant), C(value), C(threshold), C(gpus), C(message)).
   returned: always
@@ -225,7 +312,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus
     parse_duration,
     parse_time,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.observe import promql
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import html_report, promql, tuning
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import recommendations
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import report as report_rendering
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import utilization as util
@@ -277,6 +364,31 @@ def queue_figures(module: t.Any, prom: PrometheusClient, start: float, end: floa
     return util.queue_report_from_objects(objects), "cluster"
 
 
+def tuning_analysis(module: t.Any, prom: PrometheusClient, source: str, start: float, end: float, step: float,
+                    gpu_util: t.Any) -> t.Dict[str, t.Any]:
+    """Kueue's quota/usage/pending history -> :func:`tuning.quota_analysis` (empty without Prometheus history)."""
+    if source != "prometheus":
+        return {}
+    params = module.params
+    queries = promql.tuning_queries(params["kueue_selector"])
+    data = {name: matrix_samples(prom.query_range(q, start, end, step)["result"]) for name, q in queries.items()}
+    analysis = tuning.quota_analysis(data, start, end, step, tenants=params["tenants"], q=params["quantile"],
+                                     min_window=parse_duration(params["min_window"]), min_coverage=params["min_coverage"])
+    tuning.add_dcgm_coverage(analysis, gpu_util, start, end, step)
+    return analysis
+
+
+def flavor_of_nodes(module: t.Any, warnings: t.List[str]) -> t.Dict[str, str]:
+    if not module.params["flavors"]:
+        return {}
+    try:
+        nodes = get_client(module).resource("v1", "Node").list()
+    except (GpuaasError, ApiException) as err:
+        warnings.append("cannot list nodes for the GPU flavors of the showback: %s" % getattr(err, "message", err))
+        return {}
+    return tuning.node_flavors(nodes, module.params["flavors"])
+
+
 def run(module: t.Any) -> t.Dict[str, t.Any]:
     params = module.params
     prom = client_from_params(params["prometheus"], kube_secret_reader(module))
@@ -287,6 +399,16 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     if step <= 0 or step > window:
         raise PrometheusError("step %s must be positive and not longer than the window %s" % (params["step"], params["window"]))
     idle_for = parse_duration(params["idle_for"])
+    if not 0 < params["quantile"] <= 1 or not 0 <= params["min_coverage"] <= 1 or not 0 <= params["min_change"] < 1:
+        raise GpuaasError("quantile must be in (0, 1], min_coverage in [0, 1] and min_change in [0, 1) (got %s, %s, %s)"
+                          % (params["quantile"], params["min_coverage"], params["min_change"]), hint="e.g. quantile: 0.95")
+    for flavor, price in params["gpu_prices"].items():
+        try:
+            if float(price) < 0:
+                raise ValueError(price)
+        except (TypeError, ValueError):
+            raise GpuaasError("gpu_prices.%s: %r is not a price (a number >= 0 per GPU-hour)" % (flavor, price),
+                              hint="e.g. gpu_prices: {h100: 2.5}")
     start, end = promql.range_bounds(parse_time(params["time"], now()), window, step)
     warnings: t.List[str] = []
     gpu_util = matrix_samples(prom.query_range(promql.dcgm_query(promql.DCGM_GPU_UTIL, params["dcgm_selector"]), start, end, step)["result"])
@@ -298,11 +420,18 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
         )
     fb_used = matrix_samples(prom.query_range(promql.dcgm_query(promql.DCGM_FB_USED, params["dcgm_selector"]), start, end, step)["result"])
     report = util.gpu_report(gpu_util, fb_used, start, end, step, tenants=params["tenants"],
-                             idle_threshold=params["idle_threshold"], idle_for=idle_for)
+                             idle_threshold=params["idle_threshold"], idle_for=idle_for,
+                             node_flavors=flavor_of_nodes(module, warnings))
     queues, source = queue_figures(module, prom, start, end, step, warnings)
     util.attach_queues(report, queues)
     report["kueue_source"] = source
-    report["recommendations"] = recommendations.recommendations(report, params["underuse_ratio"], params["persistent_ratio"])
+    report["tuning"] = tuning_analysis(module, prom, source, start, end, step, gpu_util)
+    report["recommendations"] = recommendations.recommendations(
+        report, persistent_ratio=params["persistent_ratio"], headroom=params["headroom"], min_change=params["min_change"],
+        tenants=params["tenants"])
+    patch = tuning.inventory_patch(params["tenants"], report["recommendations"])
+    report["inventory_patch"] = {"changes": patch["changes"], "changed_tenants": patch["changed_tenants"]}
+    report["showback"] = tuning.showback(report, report["tuning"], params["gpu_prices"], params["currency"])
     report["violations"] = recommendations.evaluate_thresholds(report, params["min_utilization"], params["max_idle_gpus"],
                                                                params["max_unallocated_gpus"])
     report["thresholds"] = {"min_utilization": params["min_utilization"], "max_idle_gpus": params["max_idle_gpus"],
@@ -310,10 +439,14 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     report["health"] = list(params["health"])
     failed_health = [h for h in report["health"] if not h.get("ok")]
     report["result"] = "failed" if report["violations"] or failed_health else "passed"
+    header = ["window %s ending %s, p%d of demand; %d change(s)" % (
+        params["window"], int(end), int(round(params["quantile"] * 100)), len(patch["changes"]))]
     out = {"changed": False, "report": report, "table": report_rendering.tenant_table(report),
-           "markdown": report_rendering.render_markdown(report, health=report["health"] or None), "warnings_list": warnings}
+           "markdown": report_rendering.render_markdown(report, health=report["health"] or None), "warnings_list": warnings,
+           "inventory_patch": patch, "patch_yaml": tuning.patch_yaml(patch, header),
+           "showback_csv": tuning.showback_csv(report["showback"]), "html": html_report.render_html(report)}
     for key in ("cluster", "gpus", "namespaces", "tenants", "idle_gpus", "unallocated_gpus", "queues",
-                "recommendations", "violations"):
+                "recommendations", "violations", "tuning", "showback"):
         out[key] = report[key]
     return out
 
@@ -322,7 +455,7 @@ def main() -> None:
     spec: t.Dict[str, t.Any] = dict(K8S_AUTH_ARG_SPEC)
     spec.update(PROMETHEUS_ARG_SPEC)
     spec.update(
-        window={"type": "str", "default": "1h"},
+        window={"type": "str", "default": "14d"},
         time={"type": "str"},
         step={"type": "str"},
         tenants={"type": "list", "elements": "dict", "default": []},
@@ -334,8 +467,15 @@ def main() -> None:
         min_utilization={"type": "float"},
         max_idle_gpus={"type": "int"},
         max_unallocated_gpus={"type": "int"},
-        underuse_ratio={"type": "float", "default": 0.3},
         persistent_ratio={"type": "float", "default": 0.5},
+        quantile={"type": "float", "default": 0.95},
+        min_window={"type": "str", "default": "7d"},
+        min_coverage={"type": "float", "default": 0.9},
+        headroom={"type": "float", "default": 0.0},
+        min_change={"type": "float", "default": 0.25},
+        flavors={"type": "list", "elements": "dict", "default": []},
+        gpu_prices={"type": "dict", "default": {}},
+        currency={"type": "str", "default": ""},
         health={"type": "list", "elements": "dict", "default": []},
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)

@@ -53,6 +53,8 @@ KUEUE_METRICS = {
     "kueue_local_queue_status": ("name", "namespace", "active"),
     "kueue_cluster_queue_resource_reservation": ("cohort", "cluster_queue", "flavor", "resource"),
     "kueue_cluster_queue_resource_usage": ("cohort", "cluster_queue", "flavor", "resource"),
+    # v0.19: pending requests per resource (no flavor: pending workloads are not assigned to one yet)
+    "kueue_cluster_queue_resource_pending": ("cluster_queue", "resource"),
     "kueue_local_queue_resource_usage": ("name", "namespace", "flavor", "resource"),
     "kueue_cluster_queue_nominal_quota": ("cohort", "cluster_queue", "flavor", "resource"),
     "kueue_cluster_queue_borrowing_limit": ("cohort", "cluster_queue", "flavor", "resource"),
@@ -95,6 +97,24 @@ def kueue_queries(selector: str = "") -> t.Dict[str, str]:
         "pending": "sum by (cluster_queue) (%s)" % _with_selector("kueue_pending_workloads", KUEUE_NOT_FOLLOWER, selector),
         "admitted": "max by (cluster_queue) (%s)" % _with_selector("kueue_admitted_active_workloads", KUEUE_NOT_FOLLOWER, selector),
         "status": "max by (cluster_queue, status) (%s) == 1" % _with_selector("kueue_cluster_queue_status", KUEUE_NOT_FOLLOWER, selector),
+    }
+
+
+def tuning_queries(selector: str = "") -> t.Dict[str, str]:
+    """PromQL for the quota tuning series: quota, limits, usage per flavor/resource and pending requests per
+    resource (``kueue_cluster_queue_resource_pending``, Kueue >= v0.19 with enableClusterQueueResources).
+    Unset borrowing/lending limits are reported by Kueue as +Inf."""
+    quota_by = "cohort, cluster_queue, flavor, resource"
+
+    def q(metric: str, by: str = quota_by) -> str:
+        return "max by (%s) (%s)" % (by, _with_selector(metric, KUEUE_NOT_FOLLOWER, selector))
+
+    return {
+        "nominal": q("kueue_cluster_queue_nominal_quota"),
+        "borrowing_limit": q("kueue_cluster_queue_borrowing_limit"),
+        "lending_limit": q("kueue_cluster_queue_lending_limit"),
+        "usage": q("kueue_cluster_queue_resource_usage"),
+        "pending_resources": q("kueue_cluster_queue_resource_pending", "cluster_queue, resource"),
     }
 
 

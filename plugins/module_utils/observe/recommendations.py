@@ -6,57 +6,44 @@
 
 from __future__ import annotations
 
-import math
 import typing as t
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import is_accelerator
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe.formatting import format_duration, format_number, window_text
-from ansible_collections.gpuaas.platform.plugins.module_utils.observe.utilization import DEFAULTS, UNASSIGNED, gpu_name
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.tuning import TUNING_DEFAULTS, tuning_recommendations
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.utilization import UNASSIGNED, gpu_name
 
 
 def recommendations(
     report: t.Mapping[str, t.Any],
-    underuse_ratio: float = DEFAULTS["underuse_ratio"],
-    persistent_ratio: float = DEFAULTS["persistent_ratio"],
+    persistent_ratio: float = TUNING_DEFAULTS["persistent_ratio"],
+    headroom: float = TUNING_DEFAULTS["headroom"],
+    min_change: float = TUNING_DEFAULTS["min_change"],
+    tenants: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
 ) -> t.List[t.Dict[str, t.Any]]:
-    """Quota and usage advice per tenant: underused quota, persistent borrowing or waiting, idle GPUs."""
+    """Quota advice from ``report["tuning"]`` (:func:`tuning.quota_analysis`; "insufficient data" when the window
+    or its coverage is too short, or when Kueue's history is not in Prometheus), idle GPUs, and GPUs left
+    unallocated while tenants wait."""
     window = window_text(report)
     out: t.List[t.Dict[str, t.Any]] = []
+    analysis = report.get("tuning")
+    if analysis and not analysis.get("sufficient"):
+        out.append({"tenant": None, "kind": "insufficient_data", "reasons": list(analysis.get("insufficient_reasons") or []),
+                    "message": "insufficient data for quota recommendations: %s. Use a longer window (the default is "
+                               "14d) once Prometheus holds that much Kueue and DCGM history"
+                               % "; ".join(analysis.get("insufficient_reasons") or [])})
+    elif analysis:
+        out.extend(tuning_recommendations(analysis, tenants, report.get("tenants"), headroom=headroom,
+                                          min_change=min_change, persistent_ratio=persistent_ratio, window=window))
+    elif report.get("queues"):
+        out.append({"tenant": None, "kind": "insufficient_data",
+                    "reasons": ["the quota figures come from the ClusterQueue objects (a snapshot, no history)"],
+                    "message": "insufficient data for quota recommendations: the quota figures come from the ClusterQueue "
+                               "objects, a snapshot without history; scrape Kueue with enableClusterQueueResources "
+                               "(observability and kueue roles) so Prometheus holds its quota and pending series"})
     for tenant in report.get("tenants", []):
         name = tenant["tenant"]
         if name == UNASSIGNED:
             continue
-        for res in tenant.get("quota") or []:
-            if not is_accelerator(res["resource"]) or res["nominal"] <= 0:
-                continue
-            where = "%s on flavor %s" % (res["resource"], res["flavor"])
-            if res["usage_max"] <= underuse_ratio * res["nominal"]:
-                suggested = int(math.ceil(res["usage_max"]))
-                out.append({
-                    "tenant": name, "kind": "quota_underused", "flavor": res["flavor"], "resource": res["resource"],
-                    "current": res["nominal"], "suggested": suggested,
-                    "message": "tenant %s used at most %s of its nominal quota %s of %s in the last %s: lower the "
-                               "nominal quota to %d (or lend the rest to its cohort with a lending limit)"
-                               % (name, format_number(res["usage_max"]), format_number(res["nominal"]), where, window, suggested),
-                })
-            if res["borrowing_fraction"] >= persistent_ratio and res["usage_avg"] > res["nominal"]:
-                suggested = int(math.ceil(res["usage_avg"]))
-                out.append({
-                    "tenant": name, "kind": "keeps_borrowing", "flavor": res["flavor"], "resource": res["resource"],
-                    "current": res["nominal"], "suggested": suggested,
-                    "message": "tenant %s borrowed %s beyond its nominal quota %s during %d%% of the last %s "
-                               "(average use %s): raise the nominal quota to %d"
-                               % (name, where, format_number(res["nominal"]), int(round(res["borrowing_fraction"] * 100)),
-                                  window, format_number(res["usage_avg"]), suggested),
-                })
-        if (tenant.get("pending_fraction") or 0) >= persistent_ratio and (tenant.get("pending_workloads") or 0) > 0:
-            out.append({
-                "tenant": name, "kind": "keeps_waiting", "pending_workloads": tenant["pending_workloads"],
-                "message": "tenant %s had workloads waiting in ClusterQueue %s during %d%% of the last %s (%d pending "
-                           "now): raise its nominal quota or borrowing limit, or give it a larger fair-sharing weight"
-                           % (name, tenant.get("cluster_queue"), int(round(tenant["pending_fraction"] * 100)), window,
-                              tenant["pending_workloads"]),
-            })
         if tenant.get("idle_gpus"):
             idle = [g for g in tenant.get("gpu_list", []) if g["state"] == "idle"]
             out.append({

@@ -13,29 +13,34 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.observe.formatting
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe.utilization import gpu_name
 
 # --- rendering -------------------------------------------------------------------------------
-TABLE_COLUMNS = (("tenant", "TENANT"), ("gpus", "GPUS"), ("idle_gpus", "IDLE"), ("avg_utilization", "AVG%"),
-                 ("p95_utilization", "P95%"), ("memory_used_mib", "MEM MiB"), ("gpu_hours", "GPU-h"),
-                 ("quota", "GPU QUOTA used/nominal"), ("pending_workloads", "PENDING"))
+TABLE_COLUMNS = (("tenant", "TENANT"), ("flavor", "FLAVOR"), ("gpus", "GPUS"), ("idle_gpus", "IDLE"),
+                 ("avg_utilization", "AVG%"), ("p95_utilization", "P95%"), ("memory_used_mib", "MEM MiB"),
+                 ("gpu_hours", "GPU-h"), ("quota", "GPU QUOTA used/nominal"), ("pending_workloads", "PENDING"))
+TENANT_WIDE = ("gpus", "idle_gpus", "avg_utilization", "p95_utilization", "memory_used_mib", "gpu_hours", "pending_workloads")
 
 
-def _cell(row: t.Mapping[str, t.Any], key: str) -> str:
-    if key == "quota":
-        if row.get("gpu_quota_nominal") is None:
-            return "-"
-        gpu_quota = [r for r in row.get("quota") or [] if is_accelerator(r["resource"])]
-        if len(gpu_quota) <= 1:
-            text = "%s/%s" % (format_number(row.get("gpu_quota_used")), format_number(row.get("gpu_quota_nominal")))
-            if row.get("gpu_quota_borrowed"):
-                text += " (+%s borrowed)" % format_number(row["gpu_quota_borrowed"])
-            return text
-        parts = []
-        for r in gpu_quota:  # several GPU flavors/resources: one figure each, never summed across GPU types
-            part = "%s/%s %s" % (format_number(r["usage"]), format_number(r["nominal"]), r["flavor"])
-            if r.get("borrowed"):
-                part += " (+%s)" % format_number(r["borrowed"])
-            parts.append(part)
-        return ", ".join(parts)
-    value = row.get(key)
+def _quota_by_flavor(row: t.Mapping[str, t.Any]) -> t.List[t.Tuple[str, t.List[t.Mapping[str, t.Any]]]]:
+    """The tenant's flavors with an accelerator quota (nominal > 0, or in use), each with those resources only."""
+    flavors: t.Dict[str, t.List[t.Mapping[str, t.Any]]] = {}
+    for r in row.get("quota") or []:
+        if is_accelerator(r["resource"]) and (r.get("nominal") or r.get("usage")):
+            flavors.setdefault(r["flavor"], []).append(r)
+    return list(flavors.items())
+
+
+def _quota_text(resources: t.Sequence[t.Mapping[str, t.Any]]) -> str:
+    parts = []
+    for r in resources:  # several GPU resources in one flavor: one figure each, never summed across GPU types
+        part = "%s/%s" % (format_number(r["usage"]), format_number(r["nominal"]))
+        if len(resources) > 1:
+            part += " " + r["resource"]
+        if r.get("borrowed"):
+            part += " (+%s borrowed)" % format_number(r["borrowed"])
+        parts.append(part)
+    return ", ".join(parts)
+
+
+def _value(value: t.Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -43,11 +48,31 @@ def _cell(row: t.Mapping[str, t.Any], key: str) -> str:
     return str(value)
 
 
-def tenant_table(report: t.Mapping[str, t.Any]) -> t.List[str]:
-    """A short fixed-width per-tenant table (list of lines) for the play output."""
-    rows = [[title for _k, title in TABLE_COLUMNS]]
+def table_rows(report: t.Mapping[str, t.Any]) -> t.List[t.List[str]]:
+    """One row per tenant and flavor with an accelerator quota; tenant-wide figures on the tenant's first row."""
+    rows = []
     for tenant in report.get("tenants", []):
-        rows.append([_cell(tenant, key) for key, _t in TABLE_COLUMNS])
+        flavors = _quota_by_flavor(tenant) or [("-", [])]
+        for i, (flavor, resources) in enumerate(flavors):
+            cells = []
+            for key, _title in TABLE_COLUMNS:
+                if key == "tenant":
+                    cells.append(str(tenant["tenant"]))
+                elif key == "flavor":
+                    cells.append(flavor)
+                elif key == "quota":
+                    cells.append(_quota_text(resources) if resources else "-")
+                elif i > 0 and key in TENANT_WIDE:
+                    cells.append("")
+                else:
+                    cells.append(_value(tenant.get(key)))
+            rows.append(cells)
+    return rows
+
+
+def tenant_table(report: t.Mapping[str, t.Any]) -> t.List[str]:
+    """A short fixed-width table (list of lines) for the play output: one line per tenant and flavor."""
+    rows = [[title for _k, title in TABLE_COLUMNS]] + table_rows(report)
     widths = [max(len(r[i]) for r in rows) for i in range(len(TABLE_COLUMNS))]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
     cluster = report.get("cluster") or {}
@@ -90,8 +115,8 @@ def render_markdown(report: t.Mapping[str, t.Any], health: t.Optional[t.Sequence
         lines.append("")
     lines.extend(["## Tenants", "", "| " + " | ".join(title for _k, title in TABLE_COLUMNS) + " |",
                   "|" + "---|" * len(TABLE_COLUMNS)])
-    for tenant in report.get("tenants", []):
-        lines.append("| " + " | ".join(_md_escape(_cell(tenant, key)) for key, _t in TABLE_COLUMNS) + " |")
+    for cells in table_rows(report):
+        lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
     lines.append("")
     cluster = report.get("cluster") or {}
     lines.extend(["## Cluster", "",
@@ -132,6 +157,31 @@ def render_markdown(report: t.Mapping[str, t.Any], health: t.Optional[t.Sequence
                 lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     q["cluster_queue"], q.get("status") or "?", r["flavor"], r["resource"], format_number(r["nominal"]),
                     format_number(r["borrowing_limit"]), format_number(r["usage"]), format_number(r["borrowed"]), q["pending_workloads"]))
+        lines.append("")
+    tuning = report.get("tuning") or {}
+    if tuning:
+        pct = int(round(float(tuning.get("quantile") or 0.95) * 100))
+        lines.extend(["## Quota tuning", ""])
+        if not tuning.get("sufficient", True):
+            lines.extend(["**Insufficient data**: %s. No quota recommendation." % "; ".join(tuning.get("insufficient_reasons") or []), ""])
+        rows = [r for r in tuning.get("rows", []) if r.get("nominal") or r.get("demand_max")]
+        if rows:
+            lines.extend(["| tenant | flavor | resource | nominal | p%d demand | p%d usage | pending share | borrowed share "
+                          "| borrowed h | lent h | coverage |" % (pct, pct), "|---|---|---|---|---|---|---|---|---|---|---|"])
+            for r in rows:
+                lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    _md_escape(r["tenant"] or r["cluster_queue"]), r["flavor"], r["resource"], format_number(r["nominal"]),
+                    format_number(r["demand_quantile"]), format_number(r["usage_quantile"]), format_number(r["pending_fraction"]),
+                    format_number(r["borrow_fraction"]), format_number(r["borrowed_hours"]), format_number(r["lent_hours"]),
+                    format_number(r["coverage"]) + ("" if r["sufficient"] else " (insufficient)")))
+            lines.append("")
+    show = report.get("showback") or {}
+    if show.get("rows"):
+        cols = show["columns"]
+        lines.extend(["## Showback%s" % (" (%s)" % show["currency"] if show.get("currency") else ""), "",
+                      "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)])
+        for row in show["rows"]:
+            lines.append("| " + " | ".join(_md_escape(_value(row.get(c)) if row.get(c) is not None else "") for c in cols) + " |")
         lines.append("")
     recs = report.get("recommendations") or []
     lines.extend(["## Recommendations", ""])

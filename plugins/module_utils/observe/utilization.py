@@ -185,12 +185,14 @@ def _timelines(util: Matrix, fb: Matrix) -> t.Dict[t.Tuple[str, str, str], _GpuT
 class _GroupFigures:
     """Accumulates utilization samples and GPU-seconds for a namespace or a tenant."""
 
-    __slots__ = ("samples", "gpu_seconds", "busy_seconds", "gpus_now", "idle_now", "memory_now", "pods", "gpu_refs")
+    __slots__ = ("samples", "gpu_seconds", "busy_seconds", "idle_seconds", "gpus_now", "idle_now", "memory_now", "pods",
+                 "gpu_refs")
 
     def __init__(self) -> None:
         self.samples: t.List[float] = []
         self.gpu_seconds = 0.0
         self.busy_seconds = 0.0
+        self.idle_seconds = 0.0
         self.gpus_now = 0
         self.idle_now = 0
         self.memory_now = 0.0
@@ -206,6 +208,7 @@ class _GroupFigures:
             "memory_used_mib": _rounded(self.memory_now, 1),
             "gpu_hours": _hours(self.gpu_seconds),
             "busy_gpu_hours": _hours(self.busy_seconds),
+            "idle_gpu_hours": _hours(self.idle_seconds),
             "pods": sorted(self.pods),
         }
 
@@ -219,8 +222,12 @@ def gpu_report(
     tenants: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
     idle_threshold: float = DEFAULTS["idle_threshold"],
     idle_for: float = DEFAULTS["idle_for"],
+    node_flavors: t.Optional[t.Mapping[str, str]] = None,
 ) -> t.Dict[str, t.Any]:
     """Per GPU / namespace / tenant utilization figures for the window ``(start - step, end]``.
+
+    ``node_flavors`` (node name -> ResourceFlavor) splits the GPU-hours per flavor in ``usage_by_flavor``
+    (showback); GPUs on nodes of no known flavor count under the flavor ``""``.
 
     ``util`` and ``fb`` are range results of :func:`dcgm_query` for ``DCGM_FI_DEV_GPU_UTIL`` and
     ``DCGM_FI_DEV_FB_USED``. A GPU is *idle* when it is held by a pod now and its utilization stayed below
@@ -235,7 +242,14 @@ def gpu_report(
     gpu_rows: t.List[t.Dict[str, t.Any]] = []
     cluster_samples: t.List[float] = []
     allocated_samples: t.List[float] = []
-    totals = {"gpu_seconds": 0.0, "allocated_seconds": 0.0, "busy_seconds": 0.0, "unallocated_seconds": 0.0}
+    totals = {"gpu_seconds": 0.0, "allocated_seconds": 0.0, "busy_seconds": 0.0, "unallocated_seconds": 0.0,
+              "idle_seconds": 0.0}
+    # per tenant and sample: [sum of utilization of its GPUs, GPUs held, GPUs held below idle_threshold]
+    tenant_series: t.Dict[str, t.Dict[float, t.List[float]]] = {}
+    cluster_series: t.Dict[float, t.List[float]] = {}
+    # (tenant, namespace, flavor) -> [allocated, busy, idle] GPU-seconds
+    by_flavor: t.Dict[t.Tuple[str, str, str], t.List[float]] = {}
+    node_flavors = node_flavors or {}
     idle_needed = max(int(math.ceil(idle_for / step - 1e-9)), 1)
 
     for key in sorted(gpus, key=lambda k: (k[0], _natural(k[1]), _natural(k[2]))):
@@ -243,6 +257,7 @@ def gpu_report(
         times = sorted(gpu.util)
         if not times:
             continue
+        flavor = node_flavors.get(key[0], "")
         values = [gpu.util[ts] for ts in times]
         cluster_samples.extend(values)
         last_ts = times[-1]
@@ -259,6 +274,11 @@ def gpu_report(
             allocated_secs += step
             busy_secs += step * val / 100.0
             allocated_samples.append(val)
+            is_idle = val < idle_threshold
+            totals["idle_seconds"] += step if is_idle else 0.0
+            point = cluster_series.setdefault(ts, [0.0, 0.0])
+            point[0] += 1
+            point[1] += 1 if is_idle else 0
             share = 1.0 / len(held)
             seen_tenants: t.Set[str] = set()
             for ns, _pod, _ctr in held:
@@ -266,13 +286,23 @@ def gpu_report(
                 acc.samples.append(val)
                 acc.gpu_seconds += step * share
                 acc.busy_seconds += step * share * val / 100.0
+                acc.idle_seconds += step * share if is_idle else 0.0
                 tenant = ns_map.get(ns, UNASSIGNED)
+                fig = by_flavor.setdefault((tenant, ns, flavor), [0.0, 0.0, 0.0])
+                fig[0] += step * share
+                fig[1] += step * share * val / 100.0
+                fig[2] += step * share if is_idle else 0.0
                 tacc = tenant_acc.setdefault(tenant, _GroupFigures())
                 if tenant not in seen_tenants:
                     tacc.samples.append(val)
                     seen_tenants.add(tenant)
+                    tpoint = tenant_series.setdefault(tenant, {}).setdefault(ts, [0.0, 0.0, 0.0])
+                    tpoint[0] += val
+                    tpoint[1] += 1
+                    tpoint[2] += 1 if is_idle else 0
                 tacc.gpu_seconds += step * share
                 tacc.busy_seconds += step * share * val / 100.0
+                tacc.idle_seconds += step * share if is_idle else 0.0
         totals["allocated_seconds"] += allocated_secs
         totals["busy_seconds"] += busy_secs
 
@@ -360,6 +390,14 @@ def gpu_report(
         "gpu_hours_allocated": _hours(totals["allocated_seconds"]),
         "gpu_hours_unallocated": _hours(totals["unallocated_seconds"]),
         "busy_gpu_hours": _hours(totals["busy_seconds"]),
+        "idle_gpu_hours": _hours(totals["idle_seconds"]),
+    }
+    timeseries = {
+        # per tenant: [time, average utilization of the GPUs it held, GPUs held, of which idle]
+        "tenants": {name: [[ts, _rounded(p[0] / p[1]), p[1], p[2]] for ts, p in sorted(series.items())]
+                    for name, series in tenant_series.items()},
+        # cluster: [time, allocated GPUs, idle allocated GPUs]
+        "cluster": [[ts, p[0], p[1]] for ts, p in sorted(cluster_series.items())],
     }
     return {
         "window": {"start": start, "end": end, "seconds": (end - start) + step, "step": step},
@@ -372,6 +410,10 @@ def gpu_report(
         "tenants": tenant_rows,
         "idle_gpus": [_short_gpu(g) for g in idle],
         "unallocated_gpus": [_short_gpu(g) for g in unallocated],
+        "timeseries": timeseries,
+        "usage_by_flavor": [{"tenant": k[0], "namespace": k[1], "flavor": k[2], "gpu_hours": _hours(v[0]),
+                             "busy_gpu_hours": _hours(v[1]), "idle_gpu_hours": _hours(v[2])}
+                            for k, v in sorted(by_flavor.items())],
     }
 
 

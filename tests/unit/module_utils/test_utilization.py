@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import monitoring
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import promql
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import recommendations
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import tuning
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import report as report_rendering
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import utilization as u
 
@@ -296,10 +297,15 @@ def test_queue_report_from_cluster_queue_objects():
     assert (vision["pending_workloads"], vision["admitted_workloads"], vision["status"]) == (2, 3, "active")
 
 
-def full_report(**thresholds):
+def full_report(min_window=60.0, **thresholds):
     report = report_for()
-    u.attach_queues(report, u.queue_report_from_metrics(*kueue_matrices()))
-    report["recommendations"] = recommendations.recommendations(report)
+    nominal, borrowing, usage, pending, admitted, status = kueue_matrices()
+    u.attach_queues(report, u.queue_report_from_metrics(nominal, borrowing, usage, pending, admitted, status))
+    pending_res = [({"cluster_queue": "analytics", "resource": "nvidia.com/gpu"}, list(zip(TIMES, [0.0] * 2 + [1.0] * 5 + [3.0] * 5)))]
+    report["tuning"] = tuning.quota_analysis({"nominal": nominal, "borrowing_limit": borrowing, "usage": usage,
+                                              "pending_resources": pending_res}, START, END, STEP, tenants=TENANTS,
+                                             min_window=min_window)
+    report["recommendations"] = recommendations.recommendations(report, tenants=TENANTS)
     report["violations"] = recommendations.evaluate_thresholds(report, **thresholds)
     return report
 
@@ -315,15 +321,24 @@ def test_attach_queues_to_tenants():
 def test_recommendations():
     recs = full_report()["recommendations"]
     kinds = {(r["tenant"], r["kind"]) for r in recs}
-    assert kinds == {("nlp", "quota_underused"), ("vision", "keeps_borrowing"), ("analytics", "keeps_waiting"),
-                     ("vision", "idle_gpus"), (None, "unallocated_while_waiting")}
-    under = next(r for r in recs if r["kind"] == "quota_underused")
-    assert (under["current"], under["suggested"]) == (8.0, 2)
-    assert "used at most 2 of its nominal quota 8 of nvidia.com/gpu on flavor h100 in the last 1m" in under["message"]
-    borrow = next(r for r in recs if r["kind"] == "keeps_borrowing")
-    assert borrow["suggested"] == 9 and "during 75% of the last 1m" in borrow["message"]
+    # nlp: p95 demand 2 of 8 in cohort research, no lending limit -> its quota is lendable already: nothing;
+    # vision: p95 usage 9 > 6 -> raise; analytics: usage 2 + pending (0,0,1x5,3x5) -> p95 5 > 2 -> raise
+    assert kinds == {("vision", "raise_quota"), ("analytics", "raise_quota"), ("vision", "idle_gpus"),
+                     (None, "unallocated_while_waiting")}
+    vision = next(r for r in recs if r["kind"] == "raise_quota" and r["tenant"] == "vision")
+    assert (vision["current"], vision["suggested"]) == (6.0, 9)
+    assert vision["figures"]["borrow_fraction"] == 0.75 and vision["figures"]["borrowed_max"] == 3.0
+    analytics = next(r for r in recs if r["kind"] == "raise_quota" and r["tenant"] == "analytics")
+    assert (analytics["current"], analytics["suggested"]) == (2.0, 5)
+    assert "p95 demand (usage + pending) 5" in analytics["message"] and "pending in 83% of the 1m" in analytics["message"]
     idle = next(r for r in recs if r["kind"] == "idle_gpus")
     assert "gpu-h100-0 GPU 2 by vision-dev/notebook-0" in idle["message"]
+
+
+def test_short_window_says_insufficient_data():
+    recs = full_report(min_window=120.0)["recommendations"]
+    assert [r["kind"] for r in recs if r["kind"] not in ("idle_gpus", "unallocated_while_waiting")] == ["insufficient_data"]
+    assert "the window 1m is shorter than the minimum 2m (min_window)" in recs[0]["message"]
 
 
 def test_thresholds_name_tenant_gpu_and_reason():
@@ -350,10 +365,10 @@ def test_rendering():
     report = full_report(min_utilization=50)
     report["result"] = "failed"
     lines = report_rendering.tenant_table(report)
-    assert lines[0].split() == ["TENANT", "GPUS", "IDLE", "AVG%", "P95%", "MEM", "MiB", "GPU-h", "GPU", "QUOTA",
+    assert lines[0].split() == ["TENANT", "FLAVOR", "GPUS", "IDLE", "AVG%", "P95%", "MEM", "MiB", "GPU-h", "GPU", "QUOTA",
                                 "used/nominal", "PENDING"]
     nlp = next(line for line in lines if line.startswith("nlp "))
-    assert nlp.split()[:8] == ["nlp", "2", "0", "85", "85", "82000", "0.0333", "2/8"]
+    assert nlp.split()[:9] == ["nlp", "h100", "2", "0", "85", "85", "82000", "0.0333", "2/8"]
     assert "9/6 (+3 borrowed)" in next(line for line in lines if line.startswith("vision "))
     # 2700 utilization-points over 192 GPU samples = 14.06 %, over 60 allocated samples = 45 %
     assert lines[-1] == "cluster: 16 GPUs, 5 allocated, 1 idle, 11 unallocated, avg 14.06% (allocated: 45%)"
@@ -365,10 +380,11 @@ def test_rendering():
     assert "**Result: FAILED**" in md
     assert "| kueue | ClusterQueue/nlp | ok | active |" in md
     assert "| keda | ScaledObject/a/b | FAILED | ScaledObject a\\|b not Ready (fix: describe it) |" in md
-    assert "| nlp | 2 | 0 | 85 | 85 | 82000 | 0.0333 | 2/8 | 0 |" in md
+    assert "| nlp | h100 | 2 | 0 | 85 | 85 | 82000 | 0.0333 | 2/8 | 0 |" in md
     assert "## Idle allocated GPUs" in md and "| gpu-h100-0 GPU 2 | GPU-gpu-h100-0-2 |" in md
     assert "| vision | active | h100 | nvidia.com/gpu | 6 | 4 | 9 | 3 | 0 |" in md
     assert "## Threshold violations" in md and "- tenant vision: average GPU utilization 0%" in md
+    assert "## Quota tuning" in md and "| analytics | h100 | nvidia.com/gpu | 2 | 5 |" in md
 
 
 def test_tenant_mapping_rule_group():
@@ -381,10 +397,17 @@ def test_tenant_mapping_rule_group():
     assert monitoring.tenant_mapping_rule_group([])["rules"] == [{"record": monitoring.TENANT_INFO_METRIC, "expr": "vector(1) == 0"}]
 
 
-def test_quota_cell_keeps_gpu_types_apart():
-    row = {"gpu_quota_nominal": 13.0, "gpu_quota_used": 3.0, "gpu_quota_borrowed": 1.0, "quota": [
-        {"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 6.0, "usage": 2.0, "borrowed": 0.0},
-        {"flavor": "a100-mig-1g", "resource": "nvidia.com/mig-1g.10gb", "nominal": 7.0, "usage": 8.0, "borrowed": 1.0},
-        {"flavor": "h100", "resource": "cpu", "nominal": 64.0, "usage": 1.0, "borrowed": 0.0}]}
-    assert report_rendering._cell(row, "quota") == "2/6 h100, 8/7 a100-mig-1g (+1)"
-    assert report_rendering._cell({"gpu_quota_nominal": None}, "quota") == "-"
+def test_table_one_line_per_tenant_and_flavor_only_resources_with_quota():
+    # the demo's a100-mig-1g flavor covers nvidia.com/gpu (nominal 0) and nvidia.com/mig-1g.10gb (7): the old cell
+    # read "0/0 a100-mig-1g, 0/7 a100-mig-1g, 0/6 h100, 0/0 h100"
+    row = {"tenant": "vision", "gpus": 3, "idle_gpus": 1, "avg_utilization": 40.0, "p95_utilization": 90.0,
+           "memory_used_mib": 10.0, "gpu_hours": 1.5, "pending_workloads": 2, "gpu_quota_nominal": 13.0, "quota": [
+               {"flavor": "a100-mig-1g", "resource": "nvidia.com/gpu", "nominal": 0.0, "usage": 0.0, "borrowed": 0.0},
+               {"flavor": "a100-mig-1g", "resource": "nvidia.com/mig-1g.10gb", "nominal": 7.0, "usage": 8.0, "borrowed": 1.0},
+               {"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 6.0, "usage": 2.0, "borrowed": 0.0},
+               {"flavor": "h100", "resource": "cpu", "nominal": 64.0, "usage": 1.0, "borrowed": 0.0},
+               {"flavor": "h100", "resource": "nvidia.com/mig-1g.10gb", "nominal": 0.0, "usage": 0.0, "borrowed": 0.0}]}
+    rows = report_rendering.table_rows({"tenants": [row, {"tenant": "empty", "quota": [], "gpus": 0}]})
+    assert rows == [["vision", "a100-mig-1g", "3", "1", "40", "90", "10", "1.5", "8/7 (+1 borrowed)", "2"],
+                    ["vision", "h100", "", "", "", "", "", "", "2/6", ""],
+                    ["empty", "-", "0", "-", "-", "-", "-", "-", "-", "-"]]
