@@ -74,9 +74,44 @@ options:
         type: str
         default: https
       insecure_skip_verify:
-        description: Skip verifying Kueue's self-signed metrics certificate (as Kueue's own ServiceMonitor does).
+        description:
+          - Do not verify Kueue's metrics certificate. An explicit opt-in only; the Prometheus ServiceAccount token is
+            then sent to whatever answers on the Service's address. Prefer O(kueue_monitor.ca_secret) or
+            O(kueue_monitor.ca_configmap).
         type: bool
-        default: true
+        default: false
+      ca_secret:
+        description:
+          - Secret in Kueue's namespace holding the CA that signed Kueue's metrics certificate (upstream Kueue with
+            cert-manager writes C(metrics-server-cert), key C(ca.crt)). Used unless O(kueue_monitor.ca_configmap) is set.
+        type: dict
+        default: {name: metrics-server-cert, key: ca.crt}
+        suboptions:
+          name:
+            description: Secret name.
+            type: str
+            default: metrics-server-cert
+          key:
+            description: Key of the CA certificate.
+            type: str
+            default: ca.crt
+      ca_configmap:
+        description:
+          - ConfigMap in Kueue's namespace holding the CA bundle, for example OpenShift's service CA
+            C({name: openshift-service-ca.crt, key: service-ca.crt}) (present in every namespace there).
+        type: dict
+        suboptions:
+          name:
+            description: ConfigMap name.
+            type: str
+            required: true
+          key:
+            description: Key of the CA bundle.
+            type: str
+            default: service-ca.crt
+      server_name:
+        description: Name the certificate must carry; default the metrics Service's C(<service>.<namespace>.svc).
+        type: str
       interval:
         description: Scrape interval.
         type: str
@@ -332,7 +367,14 @@ def main() -> None:
                                                      "app.kubernetes.io/component": "metrics-service"}},
             "port": {"type": "str", "default": "https"},
             "scheme": {"type": "str", "default": "https"},
-            "insecure_skip_verify": {"type": "bool", "default": True},
+            "insecure_skip_verify": {"type": "bool", "default": False},
+            "ca_secret": {"type": "dict", "default": {"name": "metrics-server-cert", "key": "ca.crt"}, "options": {
+                "name": {"type": "str", "default": "metrics-server-cert"},
+                "key": {"type": "str", "default": "ca.crt", "no_log": False}}},
+            "ca_configmap": {"type": "dict", "options": {
+                "name": {"type": "str", "required": True},
+                "key": {"type": "str", "default": "service-ca.crt", "no_log": False}}},
+            "server_name": {"type": "str"},
             "interval": {"type": "str", "default": "30s"},
         }},
         dcgm_monitor={"type": "dict", "default": {}, "options": {
@@ -369,6 +411,11 @@ def main() -> None:
         return
     for item in result.get("not_applied") or []:
         module.warn("skipped %s %s: %s" % (item["kind"], item["name"], item["reason"]))
+    kueue = module.params.get("kueue_monitor") or {}
+    if (module.params.get("state") == "present" and kueue.get("enabled") and kueue.get("scheme") == "https"
+            and kueue.get("insecure_skip_verify")):
+        module.warn("kueue_monitor.insecure_skip_verify is true: Prometheus sends its ServiceAccount token to Kueue's "
+                    "metrics endpoint without verifying its certificate; set ca_secret or ca_configmap instead")
     module.exit_json(**result)
 
 

@@ -87,6 +87,34 @@ def owner_labels(namespace: str) -> t.Dict[str, str]:
     return labels
 
 
+KUEUE_METRICS_SERVICE = "kueue-controller-manager-metrics-service"
+
+
+def kueue_tls_config(kueue: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
+    """tlsConfig of the Kueue ServiceMonitor: the Prometheus token goes only to a server whose certificate verifies.
+
+    The CA comes from ``ca_secret`` ({name, key}, upstream Kueue's cert-manager Secret ``metrics-server-cert``/
+    ``ca.crt`` by default) or ``ca_configmap`` ({name, key}, e.g. OpenShift's ``openshift-service-ca.crt``/
+    ``service-ca.crt``), both in Kueue's namespace; ``server_name`` defaults to the metrics Service's DNS name.
+    ``insecure_skip_verify`` is an explicit opt-in only.
+    """
+    if kueue.get("insecure_skip_verify"):
+        return {"insecureSkipVerify": True}
+    namespace = kueue.get("namespace") or "kueue-system"
+    config: t.Dict[str, t.Any] = {
+        "insecureSkipVerify": False,
+        "serverName": kueue.get("server_name") or "%s.%s.svc" % (KUEUE_METRICS_SERVICE, namespace),
+    }
+    configmap = kueue.get("ca_configmap") or {}
+    secret = kueue.get("ca_secret") or {}
+    if configmap.get("name"):
+        config["ca"] = {"configMap": {"name": configmap["name"], "key": configmap.get("key") or "service-ca.crt"}}
+    else:
+        config["ca"] = {"secret": {"name": secret.get("name") or "metrics-server-cert",
+                                   "key": secret.get("key") or "ca.crt"}}
+    return config
+
+
 def desired_objects(params: t.Mapping[str, t.Any], served: t.Callable[[str, str], bool]
                     ) -> t.Tuple[t.List[t.Dict[str, t.Any]], t.List[t.Dict[str, t.Any]]]:
     """``(objects, skipped)`` for the module options; ``served(api_version, kind)`` tells what the cluster serves."""
@@ -113,7 +141,7 @@ def desired_objects(params: t.Mapping[str, t.Any], served: t.Callable[[str, str]
                                         "scheme": kueue.get("scheme", "https"), "interval": kueue.get("interval", "30s")}
         if endpoint["scheme"] == "https":
             endpoint["bearerTokenFile"] = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-            endpoint["tlsConfig"] = {"insecureSkipVerify": bool(kueue.get("insecure_skip_verify", True))}
+            endpoint["tlsConfig"] = kueue_tls_config(kueue)
         add({"apiVersion": MONITORING, "kind": "ServiceMonitor",
              "metadata": _meta("gpuaas-kueue", kueue.get("namespace", "kueue-system"), labels),
              "spec": {"selector": {"matchLabels": dict(kueue.get("selector") or {})}, "endpoints": [endpoint],

@@ -22,7 +22,9 @@ def params(**over):
         "namespace": "gpuaas-monitoring", "create_namespace": True, "labels": {"release": "kps"},
         "kueue_monitor": {"enabled": True, "namespace": "kueue-system",
                           "selector": {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/component": "metrics-service"},
-                          "port": "https", "scheme": "https", "insecure_skip_verify": True, "interval": "30s"},
+                          "port": "https", "scheme": "https", "insecure_skip_verify": False, "interval": "30s",
+                          "ca_secret": {"name": "metrics-server-cert", "key": "ca.crt"}, "ca_configmap": None,
+                          "server_name": None},
         "dcgm_monitor": {"enabled": True, "kind": "ServiceMonitor", "namespace": "gpu-operator",
                          "selector": {"app": "nvidia-dcgm-exporter"}, "port": "gpu-metrics", "interval": "15s",
                          "honor_labels": True},
@@ -65,7 +67,11 @@ def test_all_objects_when_everything_is_served():
     assert kueue["metadata"]["namespace"] == "kueue-system"
     assert kueue["spec"]["endpoints"] == [{"port": "https", "path": "/metrics", "scheme": "https", "interval": "30s",
                                            "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
-                                           "tlsConfig": {"insecureSkipVerify": True}}]
+                                           "tlsConfig": {"insecureSkipVerify": False,
+                                                         "serverName": "kueue-controller-manager-metrics-service"
+                                                                       ".kueue-system.svc",
+                                                         "ca": {"secret": {"name": "metrics-server-cert",
+                                                                           "key": "ca.crt"}}}}]
     assert kueue["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "metrics-service"
     dcgm = objs[("ServiceMonitor", "gpuaas-dcgm-exporter")]
     assert dcgm["spec"]["endpoints"][0]["honorLabels"] is True
@@ -148,3 +154,17 @@ def test_prometheus_rule_spec_passes_promtool(tmp_path):
     path.write_text(yaml.safe_dump({"groups": groups}))
     proc = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and "SUCCESS: 10 rules found" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_kueue_monitor_tls_ca_from_configmap_or_explicitly_insecure():
+    """Issue 11: the token is sent only over verified TLS unless insecure is asked for explicitly."""
+    tls = by_kind(mo.desired_objects(params(kueue_monitor={
+        "namespace": "openshift-kueue-operator", "ca_configmap": {"name": "openshift-service-ca.crt",
+                                                                  "key": "service-ca.crt"}}), served_all)[0])[
+        ("ServiceMonitor", "gpuaas-kueue")]["spec"]["endpoints"][0]["tlsConfig"]
+    assert tls == {"insecureSkipVerify": False,
+                   "serverName": "kueue-controller-manager-metrics-service.openshift-kueue-operator.svc",
+                   "ca": {"configMap": {"name": "openshift-service-ca.crt", "key": "service-ca.crt"}}}
+    insecure = by_kind(mo.desired_objects(params(kueue_monitor={"insecure_skip_verify": True}), served_all)[0])[
+        ("ServiceMonitor", "gpuaas-kueue")]["spec"]["endpoints"][0]["tlsConfig"]
+    assert insecure == {"insecureSkipVerify": True}
