@@ -381,13 +381,14 @@ class ApplyEngine:
                 done[r.action] += 1
         pending_refs = [p for p in pending if p is not None]
         applied = ", ".join("%d %s" % (n, a) for a, n in done.items() if n) or "no change"
-        verb = "dry-run" if self.check_mode else "applied"
-        message = ("%s. Stopped at the %s stage: %s before the API server went away (%s), %d change%s not %s%s. "
+        verb = "sent" if self.check_mode else "applied"
+        message = ("%s. Stopped during %s: %s %s before the API server went away; %d change%s not %s%s. "
                    "Nothing is half-applied: every object is written whole by server-side apply, so re-running the same "
                    "playbook once the API server is back converges."
-                   % (cause.message.rstrip("."), stage, verb, applied, len(pending_refs),
-                      "" if len(pending_refs) == 1 else "s", verb,
-                      "" if stage != "apply" else ", nothing pruned"))
+                   % (cause.message.rstrip("."), stage, applied, "(dry run)" if self.check_mode else "",
+                      len(pending_refs), "" if len(pending_refs) == 1 else "s", verb,
+                      "" if stage != "apply" else "; nothing pruned"))
+        message = message.replace("  ", " ")
         details = dict(cause.details)
         details.update({"reason": "Unreachable", "stage": stage, "done": done,
                         "not_applied": [str(r) for r in pending_refs][:50],
