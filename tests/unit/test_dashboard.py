@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The Grafana dashboard of the observability role: Grafana's schema (grafana-foundation-sdk types), valid PromQL
-(promtool), and only metrics that the DCGM exporter, Kueue (v0.17) or our own recording rules publish."""
+(promtool), and only metrics that the DCGM exporter, Kueue (v0.17; kueue_cluster_queue_resource_pending since v0.19)
+or our own recording rules publish."""
 
 from __future__ import annotations
 
@@ -135,6 +136,19 @@ def test_dashboard_structure():
     assert [v["name"] for v in dash["templating"]["list"]] == ["datasource", "tenant", "namespace"]
 
 
+def test_per_tenant_quota_usage_pending_panels():
+    """Issue 16: the validate report's quota vs usage vs pending per tenant, borrowing/lending and idle share."""
+    panels = {p["title"]: p for p in load()["panels"]}
+    quota = panels["GPU quota vs usage vs pending per tenant"]
+    exprs = [t["expr"] for t in quota["targets"]]
+    assert [re.search(r"\) \((\w+)\{", e).group(1) for e in exprs] == [
+        "kueue_cluster_queue_nominal_quota", "kueue_cluster_queue_resource_usage", "kueue_cluster_queue_resource_pending"]
+    assert all('cluster_queue=~"$tenant"' in e and 'replica_role!="follower"' in e for e in exprs)
+    assert "kueue_cluster_queue_lending_limit" in str(panels["Borrowed GPUs and lending limit per tenant"]["targets"])
+    idle = panels["Idle share of allocated GPUs per tenant"]
+    assert idle["fieldConfig"]["defaults"]["unit"] == "percentunit" and 'tenant=~"$tenant"' in idle["targets"][0]["expr"]
+
+
 def test_dashboard_uses_only_published_metrics():
     used = set()
     for expr in expressions(load()):
@@ -143,7 +157,8 @@ def test_dashboard_uses_only_published_metrics():
     assert not unknown, "metrics neither dcgm-exporter, Kueue nor our recording rules publish: %s" % unknown
     assert {"gpuaas:gpu_utilization", "gpuaas:gpu_memory_used_mib", TENANT_INFO_METRIC, "kueue_pending_workloads",
             "kueue_cluster_queue_resource_usage", "kueue_cluster_queue_nominal_quota",
-            "kueue_admission_wait_time_seconds_bucket"} == used
+            "kueue_admission_wait_time_seconds_bucket", "kueue_cluster_queue_resource_pending",
+            "kueue_cluster_queue_lending_limit"} == used
     # the recording rules the dashboard relies on exist: the static ones in the rule file, the tenant one is generated
     rules = yaml.safe_load(open(RULES, encoding="utf-8"))
     records = {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r}
