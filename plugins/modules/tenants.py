@@ -536,7 +536,18 @@ class TenantsReconciler:
             self.lock = LeaseLock(self.client, p.get("lock_name") or "gpuaas-tenants",
                                   p.get("lock_namespace") or "kube-system", wait=float(p.get("lock_wait", 60)),
                                   duration=int(p.get("lock_duration") or 60), sleep=self.sleep, clock=self.clock)
-            self.lock.acquire()
+            try:
+                self.lock.acquire()
+            except GpuaasError as err:
+                if err.details.get("status") != 403:
+                    raise
+                # Credentials without rights on the lock Lease: run unguarded, but say so loudly.
+                self.warnings.append(
+                    "the lock %s could not be taken (forbidden): this run is not guarded against a concurrent run. "
+                    "Grant get, create, update and delete on leases.coordination.k8s.io in %s to the automation "
+                    "account, or set gpuaas_tenants_lock: false to silence this" % (self.lock.ref, self.lock.namespace))
+                self.lock = None
+        if self.lock is not None:
             self.lock.start_renewal()
             if self.lock.took_over:
                 self.warnings.append("took over the lock %s from %s, which had not renewed it for %ss (a run that "

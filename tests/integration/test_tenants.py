@@ -277,7 +277,8 @@ def test_gpu_work_without_queue_is_refused_with_a_helpful_message(converged, run
     assert ok.returncode == 0, ok.stderr
     kubectl(lab, "delete", "job", name, "-n", strict, "--ignore-not-found", "--wait=false")
     kubectl(lab, "delete", "pod", name + "-cpu", "-n", strict, "--ignore-not-found", "--wait=false")
-    down = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_delete_namespaces": True})
+    down = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_delete_namespaces": True,
+                                                                           "gpuaas_tenants_prune": True})
     assert down.rc == 0, down.explain()
     assert module_result(down)["offboarded"] == [strict]
 
@@ -306,7 +307,9 @@ def test_removing_a_tenant_drains_and_deletes_it_and_leaves_others_untouched(con
                "Kueue to admit the tenant's job")
 
     others_before = {t: owned_versions(kube, lab, t) for t in ("nlp", "vision", "analytics")}
-    down = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_drain_timeout": 120})
+    # removal by absence is opt-in since issue 11 (safe mode): this test means prune
+    down = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_drain_timeout": 120,
+                                                                           "gpuaas_tenants_prune": True})
     assert down.rc == 0, down.explain()
     result = module_result(down)
     assert result["offboarded"] == [name]
@@ -365,6 +368,7 @@ def test_moving_a_namespace_recreates_its_local_queue(converged, run_playbook, k
         name="default", namespace=ns)
     assert lq.spec.clusterQueue == b
     assert kube.resources.get(api_version="v1", kind="Namespace").get(name=ns).metadata.labels["gpuaas.io/tenant"] == b
-    back = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_delete_namespaces": True})
+    back = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY, extra_vars={"gpuaas_delete_namespaces": True,
+                                                                           "gpuaas_tenants_prune": True})
     assert back.rc == 0, back.explain()
     assert sorted(module_result(back)["offboarded"]) == [a, b]
