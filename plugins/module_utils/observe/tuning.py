@@ -43,13 +43,19 @@ TUNING_DEFAULTS: t.Dict[str, t.Any] = {
 Key = t.Tuple[str, str, str]  # cluster_queue, flavor, resource
 
 
-def _series(matrix: t.Optional[Matrix], *keys: str) -> t.Dict[t.Tuple[str, ...], t.Dict[float, float]]:
-    out: t.Dict[t.Tuple[str, ...], t.Dict[float, float]] = {}
+def _index(ts: float, start: float, step: float) -> int:
+    """The point a sample belongs to (Prometheus returns millisecond timestamps; the window start may not be)."""
+    return int(round((ts - start) / step))
+
+
+def _series(matrix: t.Optional[Matrix], start: float, step: float, *keys: str) -> t.Dict[t.Tuple[str, ...], t.Dict[int, float]]:
+    out: t.Dict[t.Tuple[str, ...], t.Dict[int, float]] = {}
     for labels, values in matrix or []:
         slot = out.setdefault(tuple(labels.get(k, "") for k in keys), {})
         for ts, val in values:
             if not math.isnan(val):
-                slot[ts] = max(slot.get(ts, float("-inf")), val)
+                i = _index(ts, start, step)
+                slot[i] = max(slot.get(i, float("-inf")), val)
     return out
 
 
@@ -73,15 +79,6 @@ def points(start: float, end: float, step: float) -> t.List[float]:
     return [start + i * step for i in range(count)]
 
 
-def _near(series: t.Mapping[float, float], ts: float) -> t.Optional[float]:
-    value = series.get(ts)
-    if value is None:  # float keys from JSON: tolerate sub-millisecond differences
-        for key, val in series.items():
-            if abs(key - ts) < 1e-3:
-                return val
-    return value
-
-
 def quota_analysis(
     kueue: t.Mapping[str, Matrix],
     start: float,
@@ -100,11 +97,11 @@ def quota_analysis(
     stamps = points(start, end, step)
     expected = len(stamps)
     window = expected * step
-    nominal = _series(kueue.get("nominal"), "cluster_queue", "flavor", "resource")
-    usage = _series(kueue.get("usage"), "cluster_queue", "flavor", "resource")
-    blim = _series(kueue.get("borrowing_limit"), "cluster_queue", "flavor", "resource")
-    llim = _series(kueue.get("lending_limit"), "cluster_queue", "flavor", "resource")
-    pending = _series(kueue.get("pending_resources"), "cluster_queue", "resource")
+    nominal = _series(kueue.get("nominal"), start, step, "cluster_queue", "flavor", "resource")
+    usage = _series(kueue.get("usage"), start, step, "cluster_queue", "flavor", "resource")
+    blim = _series(kueue.get("borrowing_limit"), start, step, "cluster_queue", "flavor", "resource")
+    llim = _series(kueue.get("lending_limit"), start, step, "cluster_queue", "flavor", "resource")
+    pending = _series(kueue.get("pending_resources"), start, step, "cluster_queue", "resource")
     cohorts: t.Dict[str, str] = {}
     for labels, _v in list(kueue.get("nominal") or []) + list(kueue.get("usage") or []):
         if labels.get("cluster_queue"):
@@ -128,16 +125,16 @@ def quota_analysis(
         cq, flavor, res = key
         n_s, u_s, b_s, l_s = nominal[key], usage.get(key, {}), blim.get(key, {}), llim.get(key, {})
         p_s = pending.get((cq, res), {}) if attributed.get((cq, res)) == flavor else {}
-        vals = []
-        for ts in stamps:
-            n = _near(n_s, ts)
+        vals: t.List[t.Optional[t.Dict[str, t.Any]]] = []
+        for i in range(expected):
+            n = n_s.get(i)
             if n is None:
                 vals.append(None)
                 continue
-            u = _near(u_s, ts) or 0.0
-            lend = _finite(_near(l_s, ts))
-            vals.append({"nominal": n, "usage": u, "pending": _near(p_s, ts) or 0.0,
-                         "borrowing_limit": _finite(_near(b_s, ts)), "lending_limit": lend,
+            u = u_s.get(i) or 0.0
+            lend = _finite(l_s.get(i))
+            vals.append({"nominal": n, "usage": u, "pending": p_s.get(i) or 0.0,
+                         "borrowing_limit": _finite(b_s.get(i)), "lending_limit": lend,
                          "lendable": max(min(n - u, lend if lend is not None else float("inf")), 0.0)})
         rows[key] = {"values": vals, "cohort": cohorts.get(cq, "")}
 
@@ -513,8 +510,8 @@ def showback_csv(data: t.Mapping[str, t.Any]) -> str:
 def add_dcgm_coverage(analysis: t.Dict[str, t.Any], util: Matrix, start: float, end: float, step: float) -> None:
     """Mark the analysis insufficient when the DCGM series cover less of the window than ``min_coverage``."""
     stamps = points(start, end, step)
-    seen = {round(ts, 3) for _labels, values in util for ts, _v in values}
-    covered = sum(1 for ts in stamps if round(ts, 3) in seen)
+    seen = {_index(ts, start, step) for _labels, values in util for ts, _v in values}
+    covered = sum(1 for i in range(len(stamps)) if i in seen)
     fraction = covered / float(len(stamps)) if stamps else 0.0
     analysis["dcgm_coverage"] = _r(fraction)
     if fraction < analysis.get("min_coverage", TUNING_DEFAULTS["min_coverage"]) - 1e-9:
