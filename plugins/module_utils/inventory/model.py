@@ -69,6 +69,15 @@ TARGET_KEYS = ("kind", "name", "api_version")
 IDLE_KEYS = ("after_minutes", "utilization_threshold", "wake_query", "wake_threshold")
 PROMETHEUS_KEYS = ("url", "token", "token_file", "token_secret", "ca_file", "validate_certs", "timeout")
 TOKEN_SECRET_KEYS = ("name", "namespace", "key")
+# -- gpuaas_node_pools (issue 13): GPU node pools grown and shrunk from Kueue's reserved quota ----------
+NODE_POOL_KEYS = ("name", "flavor", "target", "min_nodes", "max_nodes", "gpus_per_node", "gpu_resource",
+                  "node_labels", "provisioning_seconds", "idle_seconds", "polling_interval", "include_pending")
+NODE_POOL_TARGET_KEYS = ("kind", "name", "namespace", "api_version")
+# The scalable kinds a pool can target and their API versions (both have a /scale subresource with a selector).
+NODE_POOL_TARGET_KINDS = {
+    "MachineSet": "machine.openshift.io/v1beta1",
+    "MachineDeployment": "cluster.x-k8s.io/v1beta2",
+}
 
 
 class InventoryError(ValidationError):
@@ -177,6 +186,26 @@ class Tenant:
 
 
 @dataclass
+class NodePool:
+    """One ``gpuaas_node_pools`` entry: a MachineSet/MachineDeployment that feeds ``flavor`` with nodes."""
+    name: str
+    flavor: str
+    target_kind: str
+    target_name: str
+    target_namespace: str
+    target_api_version: str
+    min_nodes: int = 0
+    max_nodes: int = 1
+    gpus_per_node: int = 8
+    gpu_resource: str = "nvidia.com/gpu"
+    node_labels: t.Dict[str, str] = field(default_factory=dict)
+    provisioning_seconds: int = 600
+    idle_seconds: int = 600
+    polling_interval: int = 15
+    include_pending: bool = False
+
+
+@dataclass
 class PrometheusSettings:
     url: t.Optional[str] = None
     token: t.Optional[str] = None
@@ -197,6 +226,7 @@ class TenantModel:
     allow_overcommit: bool = False
     warnings: t.List[str] = field(default_factory=list)
     capacity: t.Dict[str, t.Dict[str, str]] = field(default_factory=dict)
+    node_pools: t.List[NodePool] = field(default_factory=list)
 
     @property
     def present_tenants(self) -> t.List[Tenant]:
@@ -375,6 +405,7 @@ class _Parser:
         model.priorities = self.priorities(inv.get("gpuaas_priorities"))
         model.prometheus = self.prometheus(inv.get("gpuaas_prometheus"))
         model.tenants = self.tenants(inv.get("gpuaas_tenants"), model)
+        model.node_pools = self.node_pools(inv.get("gpuaas_node_pools"), model)
         if nodes is not None:
             self.capacity(model, nodes)
         model.warnings = self.warnings
@@ -767,6 +798,80 @@ class _Parser:
                 out.append(auto)
         return out
 
+    def node_pools(self, value: t.Any, model: TenantModel) -> t.List[NodePool]:
+        """``gpuaas_node_pools``: each pool feeds one flavor; its nodes must carry the flavor's node labels."""
+        out: t.List[NodePool] = []
+        names = []
+        targets: t.Dict[t.Tuple[str, str, str], int] = {}
+        flavors = {f.name: f for f in model.flavors}
+        for i, item in enumerate(self.sequence("gpuaas_node_pools", value)):
+            path = "gpuaas_node_pools[%d]" % i
+            data = self.mapping(path, item, NODE_POOL_KEYS)
+            if data is None:
+                continue
+            name = self.label_name(path + ".name", data.get("name"))
+            names.append((i, name))
+            flavor = data.get("flavor")
+            if not flavor:
+                self.err(path + ".flavor", "is required (the Kueue ResourceFlavor this pool's nodes belong to)")
+            elif flavor not in flavors:
+                self.unknown_ref(path + ".flavor", str(flavor), flavors, "flavor")
+            target = self.mapping(path + ".target", data.get("target"), NODE_POOL_TARGET_KEYS) or {}
+            kind = target.get("kind", "MachineSet")
+            api_version = target.get("api_version") or NODE_POOL_TARGET_KINDS.get(kind)
+            if kind not in NODE_POOL_TARGET_KINDS and not target.get("api_version"):
+                self.err(path + ".target.kind", "%r is not one of %s (or set target.api_version)"
+                         % (kind, ", ".join(NODE_POOL_TARGET_KINDS)))
+            target_name = self.name(path + ".target.name", target.get("name"))
+            default_ns = "openshift-machine-api" if kind == "MachineSet" else None
+            namespace = self.label_name(path + ".target.namespace", target.get("namespace") or default_ns)
+            min_n = self.integer(path + ".min_nodes", data.get("min_nodes", 0), 0)
+            max_n = self.integer(path + ".max_nodes", data.get("max_nodes"), 1) if data.get("max_nodes") is not None else None
+            if data.get("max_nodes") is None:
+                self.err(path + ".max_nodes", "is required (the most nodes this pool may grow to)")
+            if min_n is not None and max_n is not None and min_n > max_n:
+                self.err(path + ".max_nodes", "must be at least min_nodes (%d)" % min_n)
+            gpus = self.integer(path + ".gpus_per_node", data.get("gpus_per_node"), 1) if data.get("gpus_per_node") is not None else None
+            if data.get("gpus_per_node") is None:
+                self.err(path + ".gpus_per_node", "is required (the GPUs one node of the pool offers, e.g. 8)")
+            resource = data.get("gpu_resource", "nvidia.com/gpu")
+            if not isinstance(resource, str) or not is_accelerator(resource):
+                self.err(path + ".gpu_resource", "%r is not an accelerator resource (e.g. nvidia.com/gpu)" % (resource,))
+                resource = "nvidia.com/gpu"
+            labels = self.string_map(path + ".node_labels", data.get("node_labels"), "node label")
+            provisioning = self.integer(path + ".provisioning_seconds", data.get("provisioning_seconds", 600), 0)
+            idle = self.integer(path + ".idle_seconds", data.get("idle_seconds", 600), 0)
+            polling = self.integer(path + ".polling_interval", data.get("polling_interval", 15), 1)
+            pending = data.get("include_pending", False)
+            if not isinstance(pending, bool):
+                self.err(path + ".include_pending", "must be true or false, got %r" % (pending,))
+                pending = False
+            if flavor in flavors:
+                wanted = flavors[flavor].node_labels
+                missing = {k: v for k, v in wanted.items() if labels.get(k) != v}
+                if missing:
+                    self.err(path + ".node_labels",
+                             "the pool's node template does not give its nodes the node labels of flavor %r (%s): "
+                             "Kueue would place the pool's workloads on nodes the pool never creates; set them in "
+                             "the MachineSet/MachineDeployment template and in node_labels"
+                             % (flavor, ", ".join("%s=%s (has %s)" % (k, v, labels.get(k, "nothing"))
+                                                  for k, v in sorted(missing.items()))))
+            if target_name and namespace:
+                key = (kind, namespace, target_name)
+                if key in targets:
+                    self.err(path + ".target", "%s %s/%s is already the target of gpuaas_node_pools[%d]"
+                             % (kind, namespace, target_name, targets[key]))
+                targets[key] = i
+            if name and flavor and target_name and namespace and max_n is not None and gpus is not None:
+                out.append(NodePool(name=name, flavor=str(flavor), target_kind=kind, target_name=target_name,
+                                    target_namespace=namespace, target_api_version=api_version or "",
+                                    min_nodes=min_n or 0, max_nodes=max_n, gpus_per_node=gpus, gpu_resource=resource,
+                                    node_labels=labels, provisioning_seconds=provisioning if provisioning is not None else 600,
+                                    idle_seconds=idle if idle is not None else 600, polling_interval=polling or 15,
+                                    include_pending=pending))
+        self.duplicates("gpuaas_node_pools", names, "node pool")
+        return out
+
     def capacity(self, model: TenantModel, nodes: t.Sequence[t.Mapping[str, t.Any]]) -> None:
         """Sum of nominal accelerator quotas per flavor must fit the matching nodes' allocatable."""
         by_flavor = {f.name: f for f in model.flavors}
@@ -786,6 +891,7 @@ class _Parser:
         for (flavor, res), amount in sorted(wanted.items()):
             if flavor not in caps:
                 caps[flavor] = flavor_capacity(by_flavor[flavor], nodes)
+                _add_pool_capacity(caps[flavor], flavor, model.node_pools)
             have = caps[flavor].get(res, Decimal(0))
             if amount > have:
                 index = [f.name for f in model.flavors].index(flavor)
@@ -797,6 +903,17 @@ class _Parser:
                     self.err("gpuaas_flavors[%d]" % index,
                              message + "; lower the quotas, add nodes, check the flavor's node_labels, or set gpuaas_allow_overcommit: true")
         model.capacity = {f: {r: _fmt(v) for r, v in res.items()} for f, res in caps.items()}
+
+
+def _add_pool_capacity(caps: t.Dict[str, Decimal], flavor: str, pools: t.Sequence[NodePool]) -> None:
+    """A flavor fed by node pools offers (at least) each pool's max_nodes x gpus_per_node.
+
+    The pools' live nodes also match the flavor, so they are not added on top: the capacity is the larger of
+    the live nodes and the pools' maximum (nodes outside any pool that match the flavor count only when
+    they exceed the pools' maximum)."""
+    for res in {p.gpu_resource for p in pools if p.flavor == flavor}:
+        most = sum(Decimal(p.max_nodes * p.gpus_per_node) for p in pools if p.flavor == flavor and p.gpu_resource == res)
+        caps[res] = max(caps.get(res, Decimal(0)), most)
 
 
 def _fmt(value: Decimal) -> str:
