@@ -2,7 +2,8 @@
 """SIMULATED NVIDIA DCGM exporter for the lab's fake GPU nodes.
 
 There is no GPU here, so this process stands in for dcgm-exporter: for every GPU (or MIG slice) of every
-GPU node in lab/topology.yaml it serves the exporter's metric names with its real label set
+live GPU node (re-read with the pods, so nodes the machine SIMULATOR adds or removes come and go; lab/topology.yaml
+only adds MIG details for the nodes it names) it serves the exporter's metric names with its real label set
 (gpu, UUID, device, modelName, Hostname, pci_bus_id, and namespace/pod/container of the pod holding the
 GPU). GPUs are handed to running pods in a stable order (oldest pod first, lowest index first), the way
 the device plugin would.
@@ -57,6 +58,27 @@ def gpu_devices(topology: list[dict]) -> list[dict]:
     return devices
 
 
+def live_devices(nodes, topology: list[dict]) -> list[dict]:
+    """The devices of the live nodes: from the topology entry when the node has one, else from its GPU labels
+    and allocatable (a node the machine SIMULATOR created from a MachineSet/MachineDeployment template)."""
+    by_name = {n["name"]: n for n in topology}
+    out = []
+    for node in nodes:
+        name = node.metadata.name
+        if name in by_name:
+            out.extend(gpu_devices([by_name[name]]))
+            continue
+        alloc = (node.status.allocatable if node.status else None) or {}
+        labels = node.metadata.labels or {}
+        for resource, amount in alloc.items():
+            if resource.startswith("nvidia.com/") and str(amount).isdigit() and int(amount) > 0:
+                out.extend(gpu_devices([{"name": name, "gpu": {
+                    "count": int(amount), "resource": resource,
+                    "product": labels.get("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
+                    "memory_mib": int(labels.get("nvidia.com/gpu.memory", "81559"))}}]))
+    return out
+
+
 def pod_gpu_requests(pod) -> list[tuple[str, str, int]]:
     """(container, resource, count) for every GPU-like extended resource the pod's containers ask for."""
     out = []
@@ -73,15 +95,19 @@ def pod_gpu_requests(pod) -> list[tuple[str, str, int]]:
 
 
 class DcgmCollector:
-    def __init__(self, api: client.CoreV1Api, devices: list[dict], refresh_seconds: float = 2.0):
+    def __init__(self, api: client.CoreV1Api, devices: list[dict], refresh_seconds: float = 2.0,
+                 topology: list[dict] | None = None):
         self.api = api
         self.devices = devices
+        self.topology = topology
         self.refresh_seconds = refresh_seconds
         self._lock = threading.Lock()
         self._assignment: dict[str, dict] = {}
         self._fetched = 0.0
 
     def _assign(self) -> dict[str, dict]:
+        if self.topology is not None:
+            self.devices = live_devices(self.api.list_node().items, self.topology)
         pods = self.api.list_pod_for_all_namespaces(field_selector="status.phase=Running").items
         pods.sort(key=lambda p: (p.metadata.creation_timestamp, p.metadata.namespace, p.metadata.name))
         free: dict[tuple[str, str], list[dict]] = {}
@@ -152,9 +178,10 @@ def main() -> None:
     args = ap.parse_args()
     config.load_kube_config(args.kubeconfig)
     with open(args.topology, encoding="utf-8") as f:
-        devices = gpu_devices(yaml.safe_load(f)["nodes"])
+        topology = yaml.safe_load(f)["nodes"]
+    devices = gpu_devices(topology)
     registry = CollectorRegistry()
-    registry.register(DcgmCollector(client.CoreV1Api(), devices))
+    registry.register(DcgmCollector(client.CoreV1Api(), devices, topology=topology))
     server = make_server("127.0.0.1", args.port, make_wsgi_app(registry), handler_class=QuietHandler)
     print("dcgm-simulator: serving %d GPUs on 127.0.0.1:%d" % (len(devices), args.port), flush=True)
     server.serve_forever()
