@@ -450,7 +450,7 @@ class TenantsReconciler:
             for obj in _list(self.client, av, kind, OWNED_SELECTOR):
                 if scope.matches(obj):
                     out.append(obj)
-        return out
+        return out + list(scope.kept)
 
     def platform(self) -> str:
         wanted = self.params.get("platform") or "auto"

@@ -481,14 +481,14 @@ class ApiResource:
         meta = body.get("metadata") or {}
         query = [("fieldManager", field_manager)] if field_manager else []
         return self.client.request("POST", self.path(namespace=meta.get("namespace")), query=query,
-                                   body=json.dumps(body), content_type="application/json")
+                                   body=body, content_type="application/json")
 
     def replace(self, body: t.Dict[str, t.Any], field_manager: t.Optional[str] = None) -> t.Dict[str, t.Any]:
         """PUT an object; with metadata.resourceVersion set it is a compare-and-swap (409 Conflict when stale)."""
         meta = body.get("metadata") or {}
         query = [("fieldManager", field_manager)] if field_manager else []
         return self.client.request("PUT", self.path(meta.get("name"), meta.get("namespace")), query=query,
-                                   body=json.dumps(body), content_type="application/json")
+                                   body=body, content_type="application/json")
 
     def delete(self, name: str, namespace: t.Optional[str] = None, propagation_policy: str = "Background",
                dry_run: bool = False, preconditions: t.Optional[t.Mapping[str, str]] = None

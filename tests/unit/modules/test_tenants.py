@@ -419,6 +419,9 @@ def test_empty_tenant_list_writes_nothing_and_reports_every_tenant(converged):
     assert [c for c in client.calls if not c[0] in ("get", "list")] == []  # not even the lock
     assert result["changed"] is False and result["drift"]["skipped_writes"] is True
     assert result["drift"]["unmanaged_tenants"] == ["analytics", "nlp", "vision"]
+    drift = {(o["kind"], o.get("namespace"), o["name"]) for o in result["drift"]["unmanaged_objects"]}
+    assert {("ClusterQueue", None, "nlp"), ("ResourceFlavor", None, "h100"), ("LocalQueue", "nlp-train", "default"),
+            ("Cohort", None, "research")} <= drift
     assert any("the tenant list is empty but the cluster has 3 tenants" in w for w in rec.warnings)
 
 

@@ -1,0 +1,290 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Issue 11 items 5-7 against the real lab: destructive changes are opt-in, faults end cleanly, runs do not overlap.
+
+* a full run with a missing inventory writes nothing (audit log) and reports every tenant as drift;
+* a tenant missing from the inventory is kept and listed unless gpuaas_tenants_prune is on; with prune it is drained
+  and removed; check mode shows what prune would do;
+* the kube-apiserver stopped mid-run: the run fails with one short message within the retry budget, the re-run
+  converges and a third run is changed=0;
+* two runs at once: the second fails with "another run (holder …) holds the lock since …" or waits; nothing is pruned
+  by mistake.
+
+Own tenancy (``safe-`` prefix: one CPU flavor, one cohort) so it can run on a lab no other suite uses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TENANTS_PLAYBOOK = REPO / "playbooks" / "tenants.yml"
+TASK = "Reconcile the GPU tenancy"
+PREFIX = "safe-"
+LEASE = ("kube-system", "gpuaas-tenants")
+# objects the collection writes for one tenant with one namespace (Namespace, ClusterQueue, LocalQueue, RoleBinding,
+# ClusterRole + ClusterRoleBinding for reading its ClusterQueue)
+STORM_TENANTS = 60
+
+
+def tenant(name: str, state: str = "present") -> dict:
+    out = {"name": name, "namespaces": [name], "cohort": PREFIX + "org",
+           "quotas": [{"flavor": PREFIX + "cpu", "resources": {"cpu": 1, "memory": "1Gi"}}],
+           "access": {"users": [name + "-team"]}}
+    if state != "present":
+        out["state"] = state
+    return out
+
+
+def inventory(names: list[str], **extra) -> dict:
+    inv = {"gpuaas_flavors": [{"name": PREFIX + "cpu"}], "gpuaas_cohorts": [{"name": PREFIX + "org"}],
+           "gpuaas_priorities": [], "gpuaas_prometheus": {},
+           "gpuaas_tenants": [tenant(n) if isinstance(n, str) else n for n in names],
+           "gpuaas_tenants_lock_duration": 15}
+    inv.update(extra)
+    return inv
+
+
+def module_result(run) -> dict:
+    results = run.task_results(TASK)
+    assert len(results) == 1, run.explain()
+    return results[0]
+
+
+def kubectl(lab, *args: str, check: bool = False, stdin: str | None = None):
+    cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, check=check, timeout=60, input=stdin)
+
+
+def cluster_queues(lab) -> set[str]:
+    out = kubectl(lab, "get", "clusterqueues", "-l", "app.kubernetes.io/managed-by=gpuaas.platform", "-o", "name")
+    return {line.split("/", 1)[1] for line in out.stdout.split() if line}
+
+
+def writes(events: list[dict], lease_too: bool = False) -> list[dict]:
+    """Writes to the cluster other than the run's own lock Lease (unless lease_too)."""
+    out = []
+    for ev in events:
+        ref = ev.get("objectRef") or {}
+        if not lease_too and ref.get("resource") == "leases" and (ref.get("namespace"), ref.get("name")) == LEASE:
+            continue
+        out.append(ev)
+    return out
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+
+
+@pytest.fixture(scope="module")
+def base(run_playbook, lab):
+    """Two tenants converged with the default settings (safe mode, lock on)."""
+    run = run_playbook(TENANTS_PLAYBOOK, extra_vars=inventory([PREFIX + "a", PREFIX + "b"]))
+    assert run.rc == 0, run.explain()
+    assert {PREFIX + "a", PREFIX + "b"} <= cluster_queues(lab)
+    yield run
+    # leave the lab empty of this suite's tenancy (prune on, empty list explicitly allowed)
+    run_playbook(TENANTS_PLAYBOOK, extra_vars=inventory([], gpuaas_flavors=[], gpuaas_cohorts=[],
+                                                        gpuaas_tenants_prune=True, gpuaas_tenants_allow_empty=True,
+                                                        gpuaas_delete_namespaces=True, gpuaas_drain_timeout=30))
+
+
+def test_missing_inventory_writes_nothing_and_reports_every_tenant_as_drift(base, run_playbook, audit_writes, lab):
+    # a forgotten -i: the role's defaults (no flavors, cohorts, priorities, tenants)
+    with audit_writes() as audit:
+        run = run_playbook(TENANTS_PLAYBOOK)
+    assert run.rc == 0, run.explain()
+    assert audit.events == [] and audit.dry_run_events == [], audit.describe()  # not even the lock
+    result = module_result(run)
+    assert result["changed"] is False and result["deleted"] == [] and result["offboarded"] == []
+    assert result["drift"]["skipped_writes"] is True
+    assert {PREFIX + "a", PREFIX + "b"} <= set(result["drift"]["unmanaged_tenants"])
+    drift = {(o["kind"], o["name"]) for o in result["drift"]["unmanaged_objects"]}
+    assert {("ClusterQueue", PREFIX + "a"), ("ResourceFlavor", PREFIX + "cpu"), ("Cohort", PREFIX + "org")} <= drift
+    assert any("the tenant list is empty but the cluster has" in w for w in result.get("warnings", [])), result
+    assert {PREFIX + "a", PREFIX + "b"} <= cluster_queues(lab)
+
+    # the same with prune on: refused, with the way out, still nothing written
+    with audit_writes() as audit:
+        refused = run_playbook(TENANTS_PLAYBOOK, extra_vars={"gpuaas_tenants_prune": True})
+    assert refused.rc != 0
+    failed = module_result(refused)
+    assert failed["msg"].startswith("refusing to prune with an empty tenant list: it would drain and remove every "
+                                    "tenant on the cluster"), failed["msg"]
+    assert "gpuaas_tenants_allow_empty: true" in failed["msg"]
+    assert audit.events == [], audit.describe()
+    assert {PREFIX + "a", PREFIX + "b"} <= cluster_queues(lab)
+
+
+def test_tenant_missing_from_the_inventory_is_kept_unless_prune_is_on(base, run_playbook, audit_writes, lab):
+    only_a = inventory([PREFIX + "a"])
+    with audit_writes() as audit:
+        kept = run_playbook(TENANTS_PLAYBOOK, extra_vars=only_a)
+    assert kept.rc == 0, kept.explain()
+    result = module_result(kept)
+    assert result["changed"] is False and result["offboarded"] == [] and result["deleted"] == []
+    assert result["drift"]["unmanaged_tenants"] == [PREFIX + "b"]
+    assert ("ClusterQueue", PREFIX + "b") in {(o["kind"], o["name"]) for o in result["drift"]["unmanaged_objects"]}
+    assert any(PREFIX + "b" in w and "gpuaas_tenants_prune" in w for w in result.get("warnings", [])), result
+    # the only writes were the lock's (taken and released)
+    assert writes(audit.events) == [], audit.describe()
+    lock_writes = {(e["verb"], e["objectRef"].get("name")) for e in writes(audit.events, lease_too=True)}
+    assert ("create", None) in lock_writes or ("create", "gpuaas-tenants") in lock_writes, lock_writes
+    assert ("delete", "gpuaas-tenants") in lock_writes, lock_writes
+    assert PREFIX + "b" in cluster_queues(lab)
+
+    # check mode with prune shows what prune would do, and writes nothing
+    with audit_writes() as audit:
+        preview = run_playbook(TENANTS_PLAYBOOK, extra_vars=dict(only_a, gpuaas_tenants_prune=True), check=True)
+    assert preview.rc == 0, preview.explain()
+    would = module_result(preview)
+    assert would["offboarded"] == [PREFIX + "b"] and would["changed"] is True
+    assert {("ClusterQueue", None, PREFIX + "b"), ("LocalQueue", PREFIX + "b", "default")} <= {
+        (d["kind"], d.get("namespace"), d["name"]) for d in would["deleted"]}
+    assert audit.events == [], audit.describe()
+    assert PREFIX + "b" in cluster_queues(lab)
+
+    # prune on: drained and removed as before safe mode
+    pruned = run_playbook(TENANTS_PLAYBOOK, extra_vars=dict(only_a, gpuaas_tenants_prune=True))
+    assert pruned.rc == 0, pruned.explain()
+    done = module_result(pruned)
+    assert done["offboarded"] == [PREFIX + "b"]
+    deleted = {(d["kind"], d.get("namespace"), d["name"]) for d in done["deleted"]}
+    assert {("ClusterQueue", None, PREFIX + "b"), ("LocalQueue", PREFIX + "b", "default"),
+            ("RoleBinding", PREFIX + "b", "gpuaas-users")} <= deleted
+    assert done["drift"]["unmanaged_tenants"] == []
+    wait_until(lambda: PREFIX + "b" not in cluster_queues(lab), 30, "the ClusterQueue to be gone")
+    assert PREFIX + "a" in cluster_queues(lab)
+
+
+def _apiserver_cmdline(lab) -> tuple[int, list[str]]:
+    pid = int((lab.dir / "pids" / "kube-apiserver.pid").read_text().strip())
+    cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+    return pid, [c.decode() for c in cmdline if c]
+
+
+def _start_apiserver(lab, cmdline: list[str]) -> None:
+    log = open(lab.dir / "logs" / "kube-apiserver.log", "ab")  # noqa: SIM115 - handed to the process
+    proc = subprocess.Popen(cmdline, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    (lab.dir / "pids" / "kube-apiserver.pid").write_text("%d\n" % proc.pid)
+    wait_until(lambda: kubectl(lab, "get", "--raw", "/readyz").returncode == 0, 120, "kube-apiserver /readyz", 1.0)
+
+
+def _count_writes(audit_log: str, offset: int, needle: str) -> int:
+    with open(audit_log, encoding="utf-8") as f:
+        f.seek(offset)
+        return sum(1 for line in f if needle in line and '"verb":"patch"' in line)
+
+
+def test_api_server_stopped_mid_run_fails_once_and_the_rerun_converges(base, run_playbook, lab):
+    storm = inventory([PREFIX + "a"] + [PREFIX + "s%02d" % i for i in range(STORM_TENANTS)],
+                      gpuaas_tenants_concurrency=1)
+    pid, cmdline = _apiserver_cmdline(lab)
+    offset = os.path.getsize(lab.audit_log)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(run_playbook, TENANTS_PLAYBOOK, extra_vars=storm, timeout=300)
+        # stop the API server once the run is writing (20 server-side applies of this run seen)
+        wait_until(lambda: _count_writes(lab.audit_log, offset, PREFIX + "s") >= 20 or future.done(), 120,
+                   "the storm run to start writing")
+        assert not future.done(), "the run finished before the API server could be stopped: %s" % future.result().explain()
+        stopped_at = time.monotonic()
+        os.kill(pid, signal.SIGKILL)  # as a crash would; lab.sh down/up still work (pidfile updated)
+        wait_until(lambda: not Path("/proc/%d" % pid).exists() or "zombie" in _state(pid), 60, "kube-apiserver to stop")
+        try:
+            failed = future.result(timeout=240)
+        finally:
+            _start_apiserver(lab, cmdline)
+    ended_after = time.monotonic() - stopped_at
+    assert failed.rc != 0, failed.explain()
+    result = module_result(failed)
+    msg = result["msg"]
+    # one short message: what was applied, what was not, that a re-run converges — not one line per object
+    assert msg.count("\n") <= 1 and len(msg) < 900, msg
+    assert "unreachable" in msg and "re-running the same playbook once the API server is back converges" in msg, msg
+    assert re.search(r"Stopped during apply: \d+ (created|updated)", msg), msg
+    assert re.search(r"\d+ changes? not applied; nothing pruned", msg), msg
+    assert "problems" not in result
+    assert len(failed.stdout) < 60_000, len(failed.stdout)
+    # within the retry budget (30 s of backoff per request) plus the module's start and end
+    assert ended_after < 90, ended_after
+
+    again = run_playbook(TENANTS_PLAYBOOK, extra_vars=storm)
+    assert again.rc == 0, again.explain()
+    assert module_result(again)["changed"] is True
+    third = run_playbook(TENANTS_PLAYBOOK, extra_vars=storm)
+    assert third.rc == 0 and third.changed == 0, third.explain()
+    assert {PREFIX + "s%02d" % i for i in range(STORM_TENANTS)} <= cluster_queues(lab)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path("/proc/%d/status" % pid).read_text()
+    except OSError:
+        return "zombie"
+
+
+def _lease_holder(lab) -> str | None:
+    out = kubectl(lab, "get", "lease", "-n", LEASE[0], LEASE[1], "-o", "json")
+    if out.returncode != 0:
+        return None
+    return (json.loads(out.stdout).get("spec") or {}).get("holderIdentity")
+
+
+def test_concurrent_runs_wait_or_fail_with_the_lock_message_and_prune_nothing_by_mistake(base, run_playbook, lab):
+    names = [PREFIX + "a"] + [PREFIX + "s%02d" % i for i in range(STORM_TENANTS)]
+    busy = PREFIX + "busy"
+    setup = run_playbook(TENANTS_PLAYBOOK, extra_vars=inventory(names + [busy]))
+    assert setup.rc == 0, setup.explain()
+    # the busy tenant's queue holds an admitted workload (no Kueue controller runs in this lab: the status stays)
+    patch = json.dumps({"status": {"admittedWorkloads": 1, "reservingWorkloads": 0}})
+    kubectl(lab, "patch", "clusterqueue", busy, "--subresource=status", "--type=merge", "-p", patch, check=True)
+
+    # run 1 offboards the busy tenant and a new tenant is added: it holds the lock while it waits for the drain
+    first_inv = inventory(names + [PREFIX + "new", tenant(busy, "absent")], gpuaas_drain_timeout=90)
+    # run 2 is an older inventory with prune on (another AWX template): were it to run now it would prune safe-new
+    second_inv = inventory(names, gpuaas_tenants_prune=True, gpuaas_tenants_lock_wait=3)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first = pool.submit(run_playbook, TENANTS_PLAYBOOK, extra_vars=first_inv, timeout=300)
+        holder = wait_until(lambda: _lease_holder(lab) or first.done(), 120, "run 1 to hold the lock")
+        assert not first.done(), first.result().explain()
+        second = run_playbook(TENANTS_PLAYBOOK, extra_vars=second_inv)
+        # run 3: the same inventory as run 1, waiting for the lock (bounded)
+        third = pool.submit(run_playbook, TENANTS_PLAYBOOK, extra_vars=dict(first_inv, gpuaas_tenants_lock_wait=120),
+                            timeout=300)
+        time.sleep(3)
+        kubectl(lab, "patch", "clusterqueue", busy, "--subresource=status", "--type=merge", "-p",
+                json.dumps({"status": {"admittedWorkloads": 0}}), check=True)  # the workload finished
+        first_run = first.result(timeout=240)
+        third_run = third.result(timeout=240)
+
+    assert second.rc != 0, second.explain()
+    msg = module_result(second)["msg"]
+    assert re.match(r"another run \(holder %s\) holds the lock Lease kube-system/gpuaas-tenants since "
+                    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z" % re.escape(holder), msg), msg
+    assert first_run.rc == 0, first_run.explain()
+    assert module_result(first_run)["offboarded"] == [busy]
+    assert third_run.rc == 0, third_run.explain()
+    waited = module_result(third_run)["lock"]["waited"]
+    assert waited > 0, module_result(third_run)["lock"]
+    # nothing pruned by mistake: every tenant of the inventories is there, the offboarded one is gone
+    live = cluster_queues(lab)
+    assert set(names) | {PREFIX + "new"} <= live
+    assert busy not in live
+    assert _lease_holder(lab) is None  # released
