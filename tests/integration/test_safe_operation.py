@@ -215,6 +215,7 @@ def test_api_server_stopped_mid_run_fails_once_and_the_rerun_converges(base, run
     assert failed.rc != 0, failed.explain()
     result = module_result(failed)
     msg = result["msg"]
+    print("run failed %.1fs after the API server was killed, %d bytes of output:\n%s" % (ended_after, len(failed.stdout), msg))
     # one short message: what was applied, what was not, that a re-run converges — not one line per object
     assert msg.count("\n") <= 1 and len(msg) < 900, msg
     assert "unreachable" in msg and "re-running the same playbook once the API server is back converges" in msg, msg

@@ -350,7 +350,7 @@ class ApplyEngine:
             return translate_api_exception(exc, "dry-run apply" if self.check_mode else "apply", str(d.ref))
         except ApiUnreachable as exc:
             self.unreachable = self.unreachable or exc
-            exc.details["ref"] = d.ref
+            exc.details["ref"] = str(d.ref)
             return exc
         except GpuaasError as exc:
             return exc
@@ -359,7 +359,7 @@ class ApplyEngine:
                 self.unreachable = self.unreachable or ApiUnreachable(
                     "the Kubernetes API server is unreachable: %s" % exc,
                     hint="check that the API server is up, then re-run")
-                return GpuaasError(str(exc), details={"ref": d.ref})
+                return GpuaasError(str(exc), details={"ref": str(d.ref)})
             return GpuaasError("apply %s failed: %s" % (d.ref, exc),
                                hint="check the connection to the API server and re-run")
         applied.setdefault("apiVersion", d.res.api_version)
@@ -389,11 +389,10 @@ class ApplyEngine:
                       len(pending_refs), "" if len(pending_refs) == 1 else "s", verb,
                       "" if stage != "apply" else "; nothing pruned"))
         message = message.replace("  ", " ")
-        details = dict(cause.details)
+        details = {k: v for k, v in cause.details.items() if k not in ("ref", "partial_result")}
         details.update({"reason": "Unreachable", "stage": stage, "done": done,
                         "not_applied": [str(r) for r in pending_refs][:50],
-                        "not_applied_count": len(pending_refs),
-                        "partial_result": result.to_module_result()})
+                        "not_applied_count": len(pending_refs)})
         return ApiUnreachable(message, hint=cause.hint, details=details)
 
     @staticmethod
@@ -479,7 +478,7 @@ class ApplyEngine:
                 return translate_api_exception(exc, "dry-run delete" if self.check_mode else "delete", str(ref))
             except ApiUnreachable as exc:
                 self.unreachable = self.unreachable or exc
-                exc.details["ref"] = ref
+                exc.details["ref"] = str(ref)
                 return exc
             return ObjectResult(ref, "deleted", self.before_view(live), None, obj=live)
 

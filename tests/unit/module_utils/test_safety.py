@@ -171,6 +171,8 @@ def test_engine_stops_scheduling_after_the_first_unreachable_and_says_so_once():
     assert "5 created" in message and "196 changes not applied" in message  # 194 skipped + the failed + RoleBinding
     assert "re-running the same playbook once the API server is back converges" in message
     assert info.value.details["not_applied_count"] == 196
+    import json
+    json.dumps(info.value.to_fail_kwargs())  # the module returns it: plain JSON, no ObjectRef inside
     assert "RoleBinding ns-000/later-tier" in " ".join(info.value.details["not_applied"]) or \
         len(info.value.details["not_applied"]) == 50
     assert info.value.problems == []
