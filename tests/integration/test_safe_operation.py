@@ -92,9 +92,18 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
     raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
 
 
+def terminating_namespaces(lab) -> list[str]:
+    out = kubectl(lab, "get", "namespaces", "-o", "json")
+    items = json.loads(out.stdout or "{}").get("items", [])
+    return [n["metadata"]["name"] for n in items
+            if n["metadata"]["name"].startswith(PREFIX) and n["metadata"].get("deletionTimestamp")]
+
+
 @pytest.fixture(scope="module")
 def base(run_playbook, lab):
     """Two tenants converged with the default settings (safe mode, lock on)."""
+    # namespaces of an earlier session's cleanup may still be terminating
+    wait_until(lambda: not terminating_namespaces(lab), 180, "earlier safe- namespaces to be deleted", 2.0)
     run = run_playbook(TENANTS_PLAYBOOK, extra_vars=inventory([PREFIX + "a", PREFIX + "b"]))
     assert run.rc == 0, run.explain()
     assert {PREFIX + "a", PREFIX + "b"} <= cluster_queues(lab)
