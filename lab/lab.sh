@@ -45,7 +45,7 @@ die() { printf '[lab] ERROR: %s\n' "$*" >&2; exit 1; }
 
 cache_dir() { # name version -> cache path
   local key=$2
-  [ "$1" = crds ] && key="$KUEUE_VERSION-$KEDA_VERSION-$(printf '%s' "$GPU_OPERATOR_VERSION$NFD_VERSION$PROMETHEUS_OPERATOR_VERSION$OLM_API_VERSION$OPENSHIFT_API_VERSION$KUEUE_V1BETA1_VERSION$OPENSHIFT_MACHINE_API_VERSION$CLUSTER_API_VERSION" | md5sum | cut -c1-8)"
+  [ "$1" = crds ] && key="$KUEUE_VERSION-$KEDA_VERSION-$(printf '%s' "$GPU_OPERATOR_VERSION$NFD_VERSION$PROMETHEUS_OPERATOR_VERSION$OLM_API_VERSION$OPENSHIFT_API_VERSION$KUEUE_V1BETA1_VERSION$OPENSHIFT_MACHINE_API_VERSION$CLUSTER_API_VERSION$WORKLOAD_CRDS" | md5sum | cut -c1-8)"
   # cheap data builds are also keyed by their script, so editing the script refreshes the cache
   [ "$1" = charts ] && key="$( (printf '%s' "$KUEUE_VERSION$KEDA_VERSION$GPU_OPERATOR_VERSION"; cat "$LAB_SRC/build/charts.sh") | md5sum | cut -c1-8)"
   [ "$1" = crds ] && key="$key-$(md5sum < "$LAB_SRC/build/crds.sh" | cut -c1-6)"
@@ -274,6 +274,8 @@ load_crds() {
     rm -f "$LAB_DIR/crds-base/"kueue.x-k8s.io_*.yaml; cp "$c/kueue-v1beta1/"*.yaml "$LAB_DIR/crds-base/"
     dirs=("$LAB_DIR/crds-base")
   fi
+  # the workload kinds Kueue gates (issue 11): Ray, JobSet, LeaderWorkerSet, Kubeflow, AppWrapper, KServe
+  if [ -d "$c/workloads" ]; then dirs+=("$c/workloads"); fi
   [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = openshift ] && dirs+=("$c/openshift")
   # Cluster API machine CRDs (MachineDeployment, MachineSet, Machine) on the Kubernetes flavour
   [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = kubernetes ] && [ -d "$c/capi" ] && dirs+=("$c/capi")

@@ -4,13 +4,17 @@
 #   share/crds/openshift/  loaded only with LAB_FLAVOR=openshift
 #   share/crds/capi/       Cluster API machine CRDs, loaded only with LAB_FLAVOR=kubernetes (the default)
 #   share/crds/kueue-v1beta1/  an older Kueue release's CRDs that serve only v1beta1 (for the v1beta1 lab variant)
+#   share/crds/workloads/  the workload kinds Kueue gates (Ray, Kubeflow Trainer/Training, JobSet, LeaderWorkerSet,
+#                          AppWrapper) and KServe's InferenceService, loaded on every lab (issue 11): the versions are
+#                          the ones Kueue's own go.mod requires (WORKLOAD_CRDS in versions.env)
 set -euo pipefail
 : "${OUT:?}" "${KUEUE_VERSION:?}" "${KEDA_VERSION:?}" "${GPU_OPERATOR_VERSION:?}" "${NFD_VERSION:?}"
 : "${PROMETHEUS_OPERATOR_VERSION:?}" "${OLM_API_VERSION:?}" "${OPENSHIFT_API_VERSION:?}" "${KUEUE_V1BETA1_VERSION:?}"
 : "${OPENSHIFT_MACHINE_API_VERSION:?}" "${CLUSTER_API_VERSION:?}"
 source "$(dirname "$0")/gomodule.sh"
 base=$OUT/share/crds/base; osh=$OUT/share/crds/openshift; old=$OUT/share/crds/kueue-v1beta1; capi=$OUT/share/crds/capi
-mkdir -p "$base" "$osh" "$old" "$capi"
+wl=$OUT/share/crds/workloads
+mkdir -p "$base" "$osh" "$old" "$wl" "$capi"
 d=$(go_module_dir sigs.k8s.io/kueue "$KUEUE_VERSION");            cp "$d"/config/components/crd/bases/*.yaml "$base/"
 d=$(go_module_dir github.com/kedacore/keda/v2 "$KEDA_VERSION");   cp "$d"/config/crd/bases/*.yaml "$base/"
 d=$(go_module_dir github.com/NVIDIA/gpu-operator "$GPU_OPERATOR_VERSION"); cp "$d"/config/crd/bases/*.yaml "$base/"
@@ -28,4 +32,11 @@ for k in machinesets machines; do cp "$d/machine/v1beta1/zz_generated.crd-manife
 d=$(go_module_dir sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION")
 for k in machinedeployments machinesets machines; do cp "$d/config/crd/bases/cluster.x-k8s.io_$k.yaml" "$capi/"; done
 d=$(go_module_dir sigs.k8s.io/kueue "$KUEUE_V1BETA1_VERSION");    cp "$d"/config/components/crd/bases/*.yaml "$old/"
+# module@version:path-glob, one per line (lab/versions.env)
+while read -r spec; do
+  [ -n "$spec" ] || continue
+  mv_=${spec%%:*} glob=${spec#*:}
+  d=$(go_module_dir "${mv_%@*}" "${mv_##*@}")
+  for f in $(eval "echo $d/$glob"); do cp "$f" "$wl/"; done
+done <<<"$(printf '%s\n' $WORKLOAD_CRDS)"
 chmod -R u+w "$OUT/share"

@@ -4,6 +4,20 @@
 #   kueue.sh up       start (idempotent), register the webhooks, the Prometheus scrape job
 #   kueue.sh down     remove the webhook configurations FIRST (they fail closed), then stop Kueue
 #   kueue.sh status   one line "kueue: healthy|unhealthy (...)"; non-zero exit when unhealthy
+#   kueue.sh sync     restart Kueue now if the role's ConfigMap changed (the watcher does it every 2 s)
+#
+# The Configuration is the COLLECTION'S (issue 11): the lab's Kueue runs controller_manager_config.yaml from the
+# ConfigMap that the kueue role's Helm release wrote (LAB_KUEUE_CONFIGMAP, default gpuaas-kueue/
+# gpuaas-kueue-manager-config: release and namespace of playbooks/inventory/lab). When it is missing, `up` first runs
+# the collection's install path for Kueue (lab/components/kueue/install.yml = role gpuaas.platform.kueue with the lab
+# inventory). lab/components/kueue/config.py overlays only lab plumbing (ports, certificate, webhook host, no
+# leader election, no internal cert management, no visibility API server: docs/lab.md lists them). A watcher
+# process (pid file kueue-config-watch.pid) restarts Kueue when the ConfigMap changes; $LAB_DIR/kueue/config.sha256
+# holds the sha256 of the role's config Kueue runs now (tests wait on it).
+#
+# Identity: Kueue runs as system:serviceaccount:kueue-system:kueue-controller-manager (a token of that
+# ServiceAccount; bound to cluster-admin in the lab), the identity Kueue has on a cluster installed by the chart,
+# which the tenants' admission policy trusts to lift its admission gate.
 #
 # Called by lab/lab.sh with LAB_DIR, LAB_CACHE, LAB_PKI, LAB_BIN, KUBECONFIG (this component's own
 # cluster-admin identity, user lab:kueue) and the *_VERSION variables.
@@ -32,6 +46,10 @@ LOG=$LAB_DIR/logs/kueue.log
 OFF=${LAB_PORT_OFFSET:-0}  # lab.sh moves every port by LAB_PORT_OFFSET (a second lab beside the first)
 WEBHOOK_PORT=$((9443 + OFF)) METRICS_PORT=$((8080 + OFF)) HEALTH_PORT=$((8081 + OFF))
 METRICS_CERT_DIR=/etc/kueue/metrics/certs
+CONFIGMAP=${LAB_KUEUE_CONFIGMAP:-gpuaas-kueue/gpuaas-kueue-manager-config}
+CM_NS=${CONFIGMAP%%/*} CM_NAME=${CONFIGMAP##*/}
+WATCH_PIDFILE=$LAB_DIR/pids/kueue-config-watch.pid
+KUEUE_SA=kueue-controller-manager
 WEBHOOK_CONFIGS="mutatingwebhookconfiguration/kueue-mutating-webhook-configuration validatingwebhookconfiguration/kueue-validating-webhook-configuration"
 
 log() { printf '[kueue] %s\n' "$*" >&2; }
@@ -110,6 +128,98 @@ remove_webhooks() {
   kubectl delete --ignore-not-found --wait=false $WEBHOOK_CONFIGS >/dev/null 2>&1 || true
 }
 
+kueue_identity() {
+  # Kueue's own ServiceAccount (lab plumbing: bound to cluster-admin; a real cluster uses the chart's ClusterRoles)
+  kubectl apply --server-side --force-conflicts --field-manager=lab-kueue -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: $KUEUE_SA, namespace: kueue-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: lab-kueue-controller-manager}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects:
+- {kind: ServiceAccount, name: $KUEUE_SA, namespace: kueue-system}
+EOF
+  local token server ca
+  token=$(kubectl -n kueue-system create token "$KUEUE_SA" --duration=8760h)
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  ca=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
+  (
+    umask 077
+    cat >"$STATE/kueue.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: lab, cluster: {server: '$server', certificate-authority: '$ca'}}]
+users: [{name: kueue, user: {token: '$token'}}]
+contexts: [{name: kueue, context: {cluster: lab, user: kueue}}]
+current-context: kueue
+EOF
+  )
+}
+
+bootstrap_install() {
+  # The collection's install path for Kueue, with the lab inventory (no network: local charts, lab post-renderer).
+  local coll="$LAB_DIR/collections/ansible_collections/gpuaas"
+  mkdir -p "$coll"; ln -sfn "$ROOT" "$coll/platform"
+  log "no ConfigMap $CONFIGMAP yet: installing Kueue with the collection (role gpuaas.platform.kueue, lab inventory)"
+  ( cd "$ROOT" && PATH="$LAB_BIN:$(dirname "$PY"):$PATH" ANSIBLE_COLLECTIONS_PATH="$LAB_DIR/collections" \
+      LAB_DIR="$LAB_DIR" KUBECONFIG="$LAB_DIR/kubeconfig" K8S_AUTH_KUBECONFIG="$LAB_DIR/kubeconfig" \
+      "$(dirname "$PY")/ansible-playbook" -i "$ROOT/playbooks/inventory/lab" "$HERE/kueue/install.yml" \
+      -e gpuaas_helm_post_renderer="$ROOT/tests/integration/files/install/lab_post_renderer.sh" \
+      >"$LAB_DIR/logs/kueue-bootstrap.log" 2>&1 ) \
+    || { log "bootstrap install failed (log: $LAB_DIR/logs/kueue-bootstrap.log)"; tail -20 "$LAB_DIR/logs/kueue-bootstrap.log" >&2; return 1; }
+}
+
+render_config() { # writes $STATE/config.yaml and $STATE/config.sha256.next
+  kubectl -n "$CM_NS" get configmap "$CM_NAME" -o json >"$STATE/configmap.json" 2>/dev/null || return 1
+  "$PY" "$HERE/kueue/config.py" "$STATE/configmap.json" "$STATE/config.yaml" "$HEALTH_PORT" "$METRICS_PORT" \
+    "$WEBHOOK_PORT" "$STATE/certs" >"$STATE/config.sha256.next"
+}
+
+start_kueue() {
+  # setsid, unshare and sh all exec: the pid recorded is Kueue's own.
+  # shellcheck disable=SC2016
+  KUBECONFIG="$STATE/kueue.kubeconfig" setsid unshare --mount --propagation private -- sh -c 'mount --bind "$1" "$2" && exec "$3" --config="$4" --zap-log-level=info' \
+    sh "$STATE/certs" "$METRICS_CERT_DIR" "$BIN" "$STATE/config.yaml" >>"$LOG" 2>&1 </dev/null &
+  echo $! >"$PIDFILE"
+  wait_for "readyz on 127.0.0.1:$HEALTH_PORT" 90 ready || return 1
+  wait_for "the webhook server on 127.0.0.1:$WEBHOOK_PORT" 30 \
+    curl -s -o /dev/null --cacert "$LAB_PKI/ca.crt" "https://127.0.0.1:$WEBHOOK_PORT/" || return 1
+  mv "$STATE/config.sha256.next" "$STATE/config.sha256"
+}
+
+stop_kueue() {
+  if [ -f "$PIDFILE" ]; then
+    local pid; pid=$(cat "$PIDFILE")
+    kill -TERM "$pid" 2>/dev/null || true
+    local _i; for _i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$PIDFILE"
+  fi
+}
+
+cmd_sync() { # restart Kueue when the role's ConfigMap changed; no-op otherwise
+  render_config || { log "ConfigMap $CONFIGMAP is gone: Kueue keeps its last Configuration"; return 0; }
+  if cmp -s "$STATE/config.sha256.next" "$STATE/config.sha256" 2>/dev/null && alive; then return 0; fi
+  log "ConfigMap $CONFIGMAP changed ($(cut -c1-12 "$STATE/config.sha256.next")): restarting Kueue"
+  stop_kueue
+  start_kueue || { log "Kueue did not come back with the new Configuration (log: $LOG)"; return 1; }
+  log "Kueue restarted (pid $(cat "$PIDFILE"))"
+}
+
+cmd_watch() { # the watcher loop (started by up, stopped by down)
+  while true; do
+    sleep 2
+    cmd_sync >>"$LAB_DIR/logs/kueue-config-watch.log" 2>&1 || true
+  done
+}
+
+stop_watcher() {
+  if [ -f "$WATCH_PIDFILE" ]; then kill -TERM "$(cat "$WATCH_PIDFILE")" 2>/dev/null || true; rm -f "$WATCH_PIDFILE"; fi
+}
+
 cmd_up() {
   if v1beta1_variant; then
     log "skipped: Kueue $KUEUE_VERSION needs its own v1beta2 CRDs, but LAB_KUEUE_API=v1beta1 loads v1beta1-only CRDs"
@@ -119,26 +229,23 @@ cmd_up() {
   if alive && ready; then log "already running (pid $(cat "$PIDFILE"))"; register_prometheus; return 0; fi
   cmd_down
   mkdir -p "$STATE" "$LAB_DIR/logs" "$LAB_DIR/pids"
+  : >"$LOG"
   make_certs
   metrics_cert_mountpoint
-  sed -e "s#@LAB_DIR@#$LAB_DIR#g" -e "s#@HEALTH_PORT@#$HEALTH_PORT#g" -e "s#@METRICS_PORT@#$METRICS_PORT#g" -e "s#@WEBHOOK_PORT@#$WEBHOOK_PORT#g" \
-    "$HERE/kueue/config.yaml.in" >"$STATE/config.yaml"
   apply_cluster_objects
-  # setsid, unshare and sh all exec: the pid recorded is Kueue's own.
-  # shellcheck disable=SC2016
-  setsid unshare --mount --propagation private -- sh -c 'mount --bind "$1" "$2" && exec "$3" --config="$4" --zap-log-level=info' \
-    sh "$STATE/certs" "$METRICS_CERT_DIR" "$BIN" "$STATE/config.yaml" >"$LOG" 2>&1 </dev/null &
-  echo $! >"$PIDFILE"
-  wait_for "readyz on 127.0.0.1:$HEALTH_PORT" 90 ready || { cmd_down; return 1; }
-  wait_for "the webhook server on 127.0.0.1:$WEBHOOK_PORT" 30 \
-    curl -s -o /dev/null --cacert "$LAB_PKI/ca.crt" "https://127.0.0.1:$WEBHOOK_PORT/" || { cmd_down; return 1; }
+  kueue_identity
+  if ! kubectl -n "$CM_NS" get configmap "$CM_NAME" -o name >/dev/null 2>&1; then bootstrap_install || return 1; fi
+  render_config || { log "cannot read ConfigMap $CONFIGMAP after the install"; return 1; }
+  start_kueue || { cmd_down; return 1; }
   "$PY" "$HERE/kueue/webhooks.py" "$SHARE/webhook/manifests.yaml" "$LAB_PKI/ca.crt" "$WEBHOOK_PORT" >"$STATE/webhooks.yaml"
   kubectl apply --server-side --force-conflicts --field-manager=lab-kueue -f "$STATE/webhooks.yaml" >/dev/null
   # Prove the webhooks answer through the apiserver: a server-side dry run goes through Kueue's
   # mutating and validating webhooks for ResourceFlavor.
   wait_for "a dry-run ResourceFlavor through Kueue's webhooks" 30 webhook_roundtrip || { cmd_down; return 1; }
   register_prometheus
-  log "Kueue $KUEUE_VERSION up (pid $(cat "$PIDFILE"), webhooks https://127.0.0.1:$WEBHOOK_PORT, metrics https://127.0.0.1:$METRICS_PORT/metrics)"
+  setsid bash "$HERE/kueue.sh" watch >/dev/null 2>&1 </dev/null &
+  echo $! >"$WATCH_PIDFILE"
+  log "Kueue $KUEUE_VERSION up (pid $(cat "$PIDFILE"), Configuration of ConfigMap $CONFIGMAP, webhooks https://127.0.0.1:$WEBHOOK_PORT)"
 }
 
 webhook_roundtrip() {
@@ -150,15 +257,10 @@ EOF
 }
 
 cmd_down() {
+  stop_watcher
   # Webhooks first: they fail closed, so with Kueue gone every Job/Pod creation would be refused.
   if [ -f "$KUBECONFIG" ]; then remove_webhooks; fi
-  if [ -f "$PIDFILE" ]; then
-    local pid; pid=$(cat "$PIDFILE")
-    kill -TERM "$pid" 2>/dev/null || true
-    local _i; for _i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    rm -f "$PIDFILE"
-  fi
+  stop_kueue
   rm -f "$LAB_DIR/prometheus/scrape.d/kueue.yml"
 }
 
@@ -168,12 +270,14 @@ cmd_status() {
   if ! ready; then echo "kueue: unhealthy (readyz on 127.0.0.1:$HEALTH_PORT fails)"; return 1; fi
   local n; n=$(kubectl get mutatingwebhookconfiguration kueue-mutating-webhook-configuration -o name 2>/dev/null | wc -l)
   if [ "$n" != 1 ]; then echo "kueue: unhealthy (webhook configurations missing)"; return 1; fi
-  echo "kueue: healthy ($KUEUE_VERSION, pid $(cat "$PIDFILE"), webhooks 127.0.0.1:$WEBHOOK_PORT, metrics 127.0.0.1:$METRICS_PORT)"
+  echo "kueue: healthy ($KUEUE_VERSION, pid $(cat "$PIDFILE"), config of $CONFIGMAP sha256 $(cut -c1-12 "$STATE/config.sha256" 2>/dev/null), webhooks 127.0.0.1:$WEBHOOK_PORT, metrics 127.0.0.1:$METRICS_PORT)"
 }
 
 case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  sync) cmd_sync ;;
+  watch) cmd_watch ;;
+  *) echo "usage: $0 up|down|status|sync" >&2; exit 2 ;;
 esac

@@ -57,7 +57,8 @@ FLAVOR_KEYS = ("name", "node_labels", "node_taints", "tolerations", "topology_na
 COHORT_KEYS = ("name", "parent", "fair_sharing_weight")
 PRIORITY_KEYS = ("name", "value", "description")
 TENANT_KEYS = ("name", "namespaces", "cohort", "fair_sharing_weight", "quotas", "preemption", "access",
-               "autoscaling", "queues", "state", "queueing_strategy", "labels", "default_priority", "default_queue")
+               "autoscaling", "queues", "state", "queueing_strategy", "labels", "default_priority", "default_queue",
+               "allowed_priorities")
 QUOTA_KEYS = ("flavor", "resources", "borrowing_limit", "lending_limit")
 PREEMPTION_KEYS = ("reclaim_within_cohort", "within_cluster_queue", "borrow_within_cohort")
 BORROW_KEYS = ("policy", "max_priority_threshold")
@@ -168,8 +169,10 @@ class Tenant:
     queues: t.List[ExtraQueue] = field(default_factory=list)
     queueing_strategy: t.Optional[str] = None
     labels: t.Dict[str, str] = field(default_factory=dict)
-    default_priority: t.Optional[str] = None
     default_queue: bool = True
+    # WorkloadPriorityClass names the tenant may use (Kueue label and pod priorityClassName); None = every
+    # class of gpuaas_priorities (issue 11)
+    allowed_priorities: t.Optional[t.List[str]] = None
 
     @property
     def present(self) -> bool:
@@ -593,10 +596,20 @@ class _Parser:
             tenant.fair_sharing_weight = self.weight(path + ".fair_sharing_weight", data.get("fair_sharing_weight"))
             tenant.queueing_strategy = self.enum(path + ".queueing_strategy", data.get("queueing_strategy"), QUEUEING_STRATEGIES)
             tenant.labels = self.string_map(path + ".labels", data.get("labels"), "label")
-            default_priority = data.get("default_priority")
-            if default_priority is not None and default_priority not in priorities:
-                self.unknown_ref(path + ".default_priority", str(default_priority), priorities, "priority")
-            tenant.default_priority = default_priority
+            if data.get("default_priority") is not None:
+                self.err(path + ".default_priority",
+                         "was removed: Kueue has no per-tenant default priority (only the cluster-wide "
+                         "WorkloadPriorityClass named 'default' behind its alpha gate WorkloadPriorityClassDefaulting), "
+                         "so this key never took effect; delete it and set the label kueue.x-k8s.io/priority-class "
+                         "on the workload (allowed_priorities limits which classes a tenant may use)")
+            allowed = data.get("allowed_priorities")
+            if allowed is not None:
+                tenant.allowed_priorities = []
+                for k, prio in enumerate(self.sequence(path + ".allowed_priorities", allowed)):
+                    if prio not in priorities:
+                        self.unknown_ref("%s.allowed_priorities[%d]" % (path, k), str(prio), priorities, "priority")
+                    elif prio not in tenant.allowed_priorities:
+                        tenant.allowed_priorities.append(prio)
             tenant.quotas = self.quotas(path, data.get("quotas"), flavors, cohort, state)
             tenant.preemption = self.preemption(path + ".preemption", data.get("preemption"))
             tenant.access = self.access(path + ".access", data.get("access"))

@@ -21,9 +21,11 @@ tenant objects also ``gpuaas.io/tenant: <name>``. No I/O.
 from __future__ import annotations
 
 import typing as t
+from dataclasses import dataclass, field
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, add_ownership
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import ACCELERATOR_PREFIXES
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import (
@@ -170,14 +172,27 @@ def local_queue(name: str, namespace: str, cluster_queue_name: str, tenant: str)
 
 # -- namespaces and RBAC -----------------------------------------------------------------------------------
 
-def namespace(name: str, tenant: Tenant, platform: str = "kubernetes") -> t.Dict[str, t.Any]:
+def allowed_priorities(tenant: Tenant, model: t.Optional[TenantModel] = None) -> t.List[str]:
+    """The priority classes the tenant may use: its ``allowed_priorities``, else every class of the inventory."""
+    if tenant.allowed_priorities is not None:
+        return list(tenant.allowed_priorities)
+    return [p.name for p in model.priorities] if model is not None else []
+
+
+def namespace(name: str, tenant: Tenant, platform: str = "kubernetes",
+              priorities: t.Optional[t.Sequence[str]] = None) -> t.Dict[str, t.Any]:
+    """A tenant namespace. ``priorities`` (the allowed classes) lands in the annotation the admission policy
+    reads; tenants cannot change it (namespace objects are not theirs to write)."""
     extra = dict(tenant.labels)
     suggested = tenant.suggested_queue(name)
     if suggested:
         extra[SUGGESTED_QUEUE_LABEL] = suggested
     if platform == "openshift":
         extra[OPENSHIFT_KUEUE_LABEL] = "true"
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, tenant.name, extra_labels=extra)}
+    meta = _meta(name, tenant.name, extra_labels=extra)
+    if priorities is not None:
+        meta["annotations"] = {ALLOWED_PRIORITIES_ANNOTATION: ",".join(priorities)}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
 def _subjects(groups: t.Sequence[str], users: t.Sequence[str]) -> t.List[t.Dict[str, str]]:
@@ -226,59 +241,292 @@ def tenant_cluster_role_binding(tenant: Tenant, subjects: t.List[t.Dict[str, str
 
 # -- admission policy ----------------------------------------------------------------------------------------
 
+ALLOWED_PRIORITIES_ANNOTATION = "gpuaas.io/allowed-priorities"
+PRIORITY_LABEL = kueue_integrations.PRIORITY_LABEL
+ADMISSION_GATE = kueue_integrations.ADMISSION_GATE
+
+DEFAULT_PLATFORM_NAMESPACES: t.Tuple[str, ...] = (
+    "kube-system", "kueue-system", "openshift-kueue-operator", "gpu-operator", "nvidia-gpu-operator",
+    "node-feature-discovery", "openshift-nfd", "keda", "openshift-keda", "monitoring", "openshift-monitoring",
+    "openshift-user-workload-monitoring")
+# Identities whose Pods (and child Jobs/StatefulSets) are admitted on the strength of their parent object,
+# which went through this policy and through Kueue: Kubernetes' Job controller (Job -> Pods) and the operators
+# of Kueue's CRD frameworks that create pods or child workloads themselves. Never decided by ownerReferences,
+# which the Pod's author writes.
+DEFAULT_WORKLOAD_CONTROLLERS: t.Tuple[str, ...] = (
+    "system:serviceaccount:kube-system:job-controller",
+    "system:serviceaccount:jobset-system:jobset-controller-manager",
+    "system:serviceaccount:lws-system:lws-controller-manager",
+    "system:serviceaccount:ray-system:kuberay-operator",
+    "system:serviceaccount:kubeflow:training-operator",
+    "system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager",
+    "system:serviceaccount:appwrapper-system:appwrapper-controller-manager",
+)
+# Kueue's own identity: the only one that may remove the admission gate or a Pod's queue label.
+DEFAULT_KUEUE_USERS: t.Tuple[str, ...] = (
+    "system:serviceaccount:kueue-system:kueue-controller-manager",
+    "system:serviceaccount:openshift-kueue-operator:kueue-controller-manager",
+)
+
+
+@dataclass
+class AdmissionSettings:
+    """What the admission policies trust (all configurable; defaults above)."""
+
+    platform_namespaces: t.List[str] = field(default_factory=lambda: list(DEFAULT_PLATFORM_NAMESPACES))
+    workload_controllers: t.List[str] = field(default_factory=lambda: list(DEFAULT_WORKLOAD_CONTROLLERS))
+    kueue_users: t.List[str] = field(default_factory=lambda: list(DEFAULT_KUEUE_USERS))
+    # who may use the platform's Prometheus credential in ScaledObjects (the collection's identity)
+    automation_users: t.List[str] = field(default_factory=list)
+    automation_groups: t.List[str] = field(default_factory=lambda: ["system:masters"])
+
+    @classmethod
+    def from_options(cls, options: t.Optional[t.Mapping[str, t.Any]]) -> "AdmissionSettings":
+        out = cls()
+        for key, value in (options or {}).items():
+            if value is not None and hasattr(out, key):
+                setattr(out, key, [str(v) for v in value])
+        return out
+
+
+def _cel_list(values: t.Iterable[str]) -> str:
+    return "[%s]" % ", ".join("'%s'" % v.replace("\\", "\\\\").replace("'", "\\'") for v in values)
+
+
 _GPU_PREFIX_CEL = " || ".join("k.startsWith('%s')" % p for p in ACCELERATOR_PREFIXES)
 _CONTAINER_GPU_CEL = (
     "(has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, %s)) || "
-    "(has(c.resources.requests) && c.resources.requests.exists(k, %s))))" % (_GPU_PREFIX_CEL, _GPU_PREFIX_CEL))
+    "(has(c.resources.requests) && c.resources.requests.exists(k, %s)) || "
+    "(has(c.resources.claims) && size(c.resources.claims) > 0)))" % (_GPU_PREFIX_CEL, _GPU_PREFIX_CEL))
+_SPEC_GPU_CEL = (
+    "s.containers.exists(c, %s) || (has(s.initContainers) && s.initContainers.exists(c, %s)) || "
+    "(has(s.resourceClaims) && size(s.resourceClaims) > 0)" % (_CONTAINER_GPU_CEL, _CONTAINER_GPU_CEL))
 
 
-def admission_policy() -> t.List[t.Dict[str, t.Any]]:
-    """ValidatingAdmissionPolicy + Binding: GPU Pods/Jobs/Deployments/StatefulSets in tenant namespaces need a queue.
+def _gk(kind: kueue_integrations.Integration) -> str:
+    return "%s/%s" % (kind.group, kind.kind)
 
-    Pods created by a Job (or a JobSet, RayCluster, ... owner) are admitted: their owner went through Kueue.
+
+def _pod_specs_cel() -> str:
+    """CEL: the pod specs of ``object`` for a Pod or a builtin template kind; [] for every other kind."""
+    expr = "[]"
+    for kind in reversed([i for i in kueue_integrations.INTEGRATIONS if i.kind == "Pod"]
+                         + kueue_integrations.template_kinds()):
+        expr = "variables.gk == '%s' ? %s : (%s)" % (_gk(kind), kind.pod_specs_cel, expr)
+    return expr
+
+
+def _resource_rules() -> t.List[t.Dict[str, t.Any]]:
+    by_group: t.Dict[str, t.List[str]] = {}
+    for kind in list(kueue_integrations.INTEGRATIONS) + list(kueue_integrations.EXTRA_TEMPLATE_KINDS):
+        by_group.setdefault(kind.group, [])
+        if kind.resource not in by_group[kind.group]:
+            by_group[kind.group].append(kind.resource)
+    rules = [{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": res}
+             for group, res in by_group.items()]
+    rules.append({"apiGroups": ["kueue.x-k8s.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                  "resources": ["workloads"]})
+    rules.append({"apiGroups": ["keda.sh"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                  "resources": ["scaledobjects", "scaledjobs"]})
+    return rules
+
+
+_PLATFORM_AUTH_CEL = ("has(tr.authenticationRef) && tr.authenticationRef.name == '%s' && has(tr.authenticationRef.kind) "
+                      "&& tr.authenticationRef.kind == 'ClusterTriggerAuthentication'" % keda.PROMETHEUS_AUTH_NAME)
+
+
+def admission_policy(settings: t.Optional[AdmissionSettings] = None,
+                     prometheus_server: t.Optional[str] = None) -> t.List[t.Dict[str, t.Any]]:
+    """ValidatingAdmissionPolicy + Binding ``gpuaas-require-kueue-queue``: no GPU outside Kueue (issue 11).
+
+    Generated from ``kueue_integrations`` (the same list the kueue role enables). In every namespace but the
+    platform allow-list:
+
+    * GPU requests (device resources nvidia.com/*, amd.com/*, gpu.intel.com/* incl. MIG, and DRA claims) are
+      refused outside tenant namespaces (label ``gpuaas.io/tenant``);
+    * in tenant namespaces a GPU Pod/Job/Deployment/StatefulSet/ReplicaSet/... needs a queue label, and every
+      Kueue CRD framework kind (RayJob, JobSet, TrainJob, ...) needs one whatever it requests;
+    * a GPU Pod created by anyone but a workload controller (``request.userInfo``, never ownerReferences) must
+      be held by Kueue's admission scheduling gate;
+    * on UPDATE a Pod's queue label and Kueue's admission gate can only be removed by Kueue itself;
+    * the Kueue priority label, pod ``priorityClassName`` and Kueue Workloads' priority must be in the tenant's
+      allowed priorities (namespace annotation ``gpuaas.io/allowed-priorities``, written by the tenants role).
+
+    * a KEDA ScaledObject/ScaledJob may name the platform's Prometheus credential (ClusterTriggerAuthentication
+      ``gpuaas-prometheus``) only when the collection's identity (``automation_users``/``automation_groups``)
+      writes its triggers, and only towards ``prometheus_server`` (``gpuaas_prometheus.url``); KEDA's own updates
+      leave the triggers unchanged and pass.
+
+    Every refusal says what to do instead.
     """
+    settings = settings or AdmissionSettings()
+    crd_gks = [_gk(i) for i in kueue_integrations.crd_kinds()]
     variables = [
-        {"name": "podSpec", "expression": "object.kind == 'Pod' ? object.spec : object.spec.template.spec"},
-        {"name": "wantsGpu", "expression":
-            "variables.podSpec.containers.exists(c, %s) || "
-            "(has(variables.podSpec.initContainers) && variables.podSpec.initContainers.exists(c, %s))"
-            % (_CONTAINER_GPU_CEL, _CONTAINER_GPU_CEL)},
+        {"name": "gk", "expression": "request.kind.group + '/' + request.kind.kind"},
+        {"name": "isPod", "expression": "variables.gk == '/Pod'"},
+        {"name": "isWorkload", "expression": "variables.gk == 'kueue.x-k8s.io/Workload'"},
+        {"name": "isFramework", "expression": "variables.gk in %s" % _cel_list(crd_gks)},
+        {"name": "nsLabels", "expression":
+            "namespaceObject != null && has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {}"},
+        {"name": "nsAnnotations", "expression":
+            "namespaceObject != null && has(namespaceObject.metadata.annotations) ? "
+            "namespaceObject.metadata.annotations : {}"},
+        {"name": "isTenant", "expression": "'%s' in variables.nsLabels" % TENANT_LABEL},
+        {"name": "podSpecs", "expression": _pod_specs_cel()},
+        {"name": "wantsGpu", "expression": "variables.podSpecs.exists(s, %s)" % _SPEC_GPU_CEL},
+        {"name": "labels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+        {"name": "oldLabels", "expression":
+            "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
         {"name": "hasQueue", "expression":
-            "has(object.metadata.labels) && '%s' in object.metadata.labels && "
-            "object.metadata.labels['%s'] != ''" % (QUEUE_LABEL, QUEUE_LABEL)},
+            "'%s' in variables.labels && variables.labels['%s'] != ''" % (QUEUE_LABEL, QUEUE_LABEL)},
         {"name": "suggestedQueue", "expression":
-            "has(namespaceObject.metadata.labels) && '%s' in namespaceObject.metadata.labels ? "
-            "namespaceObject.metadata.labels['%s'] : '%s'" % (SUGGESTED_QUEUE_LABEL, SUGGESTED_QUEUE_LABEL, DEFAULT_QUEUE)},
-        {"name": "ownedByWorkload", "expression":
-            "object.kind == 'Pod' && has(object.metadata.ownerReferences) && "
-            "object.metadata.ownerReferences.exists(o, o.kind in ['Job', 'JobSet', 'RayCluster', 'RayJob', "
-            "'PyTorchJob', 'TFJob', 'MPIJob', 'XGBoostJob', 'PaddleJob', 'JAXJob', 'TrainJob', 'LeaderWorkerSet', "
-            "'AppWrapper', 'Workload'])"},
+            "'%s' in variables.nsLabels ? variables.nsLabels['%s'] : '%s'"
+            % (SUGGESTED_QUEUE_LABEL, SUGGESTED_QUEUE_LABEL, DEFAULT_QUEUE)},
+        {"name": "byController", "expression":
+            "request.userInfo.username in %s" % _cel_list(settings.workload_controllers)},
+        {"name": "byKueue", "expression": "request.userInfo.username in %s" % _cel_list(settings.kueue_users)},
+        {"name": "gated", "expression":
+            "variables.isPod && has(object.spec.schedulingGates) && "
+            "object.spec.schedulingGates.exists(g, g.name == '%s')" % ADMISSION_GATE},
+        {"name": "wasGated", "expression":
+            "variables.isPod && oldObject != null && has(oldObject.spec.schedulingGates) && "
+            "oldObject.spec.schedulingGates.exists(g, g.name == '%s')" % ADMISSION_GATE},
+        {"name": "restricted", "expression":
+            "variables.isTenant && '%s' in variables.nsAnnotations" % ALLOWED_PRIORITIES_ANNOTATION},
+        {"name": "allowed", "expression":
+            "variables.restricted ? variables.nsAnnotations['%s'].split(',').filter(p, p != '') : []"
+            % ALLOWED_PRIORITIES_ANNOTATION},
+        {"name": "allowedText", "expression":
+            "size(variables.allowed) == 0 ? 'none' : variables.allowed.join(', ')"},
+        {"name": "priorityLabel", "expression":
+            "'%s' in variables.labels ? variables.labels['%s'] : ''" % (PRIORITY_LABEL, PRIORITY_LABEL)},
+        # KEDA: the platform's Prometheus credential
+        {"name": "isScaler", "expression": "request.kind.group == 'keda.sh'"},
+        {"name": "triggers", "expression":
+            "variables.isScaler && has(object.spec.triggers) ? object.spec.triggers : []"},
+        {"name": "usesPlatformAuth", "expression": "variables.triggers.exists(tr, %s)" % _PLATFORM_AUTH_CEL},
+        {"name": "triggersUnchanged", "expression":
+            "request.operation == 'UPDATE' && oldObject != null && has(oldObject.spec.triggers) && "
+            "oldObject.spec.triggers == variables.triggers"},
+        {"name": "byAutomation", "expression":
+            "request.userInfo.username in %s || (has(request.userInfo.groups) && "
+            "request.userInfo.groups.exists(g, g in %s))"
+            % (_cel_list(settings.automation_users), _cel_list(settings.automation_groups))},
     ]
-    message = ("'GPU workloads in tenant namespace ' + request.namespace + ' must go through Kueue: add the label "
-               "%s: ' + variables.suggestedQueue + ' (or another LocalQueue of this namespace: kubectl get "
-               "localqueues -n ' + request.namespace + ') to the ' + object.kind + ' metadata.labels.'" % QUEUE_LABEL)
+    queue_hint = ("'add the label %s: ' + variables.suggestedQueue + ' (or another LocalQueue of this namespace: "
+                  "kubectl get localqueues -n ' + request.namespace + ') to the ' + request.kind.kind + "
+                  "' metadata.labels.'" % QUEUE_LABEL)
+    validations = [
+        {   # 1. GPUs only in tenant namespaces (pods are immutable in their requests: checked on CREATE)
+            "expression": "variables.isTenant || !variables.wantsGpu || (variables.isPod && request.operation == 'UPDATE')",
+            "messageExpression":
+                "'GPUs are handed out only through Kueue in tenant namespaces, and namespace ' + request.namespace + "
+                "' is not one (no label %s). Run this ' + request.kind.kind + ' in one of your tenant namespaces "
+                "(kubectl get namespaces -l %s), or ask the platform team to add this namespace to a tenant in "
+                "the inventory (gpuaas_tenants[].namespaces).'" % (TENANT_LABEL, TENANT_LABEL),
+            "reason": "Forbidden",
+        },
+        {   # 2. GPU Pods/templates in tenant namespaces carry a queue
+            "expression": "!variables.isTenant || !variables.wantsGpu || variables.hasQueue || variables.byController "
+                          "|| (variables.isPod && request.operation == 'UPDATE')",
+            "messageExpression": "'GPU workloads in tenant namespace ' + request.namespace + ' must go through Kueue: ' + "
+                                 + queue_hint,
+            "reason": "Forbidden",
+        },
+        {   # 3. Kueue framework kinds always carry a queue in tenant namespaces
+            "expression": "!variables.isTenant || !variables.isFramework || variables.hasQueue || variables.byController",
+            "messageExpression": "'A ' + request.kind.kind + ' in tenant namespace ' + request.namespace + ' is run by "
+                                 "Kueue and must go through Kueue: ' + " + queue_hint,
+            "reason": "Forbidden",
+        },
+        {   # 4. a GPU Pod nobody trusted created must be held by Kueue
+            "expression": "!variables.isTenant || !variables.isPod || request.operation != 'CREATE' || "
+                          "!variables.wantsGpu || variables.byController || variables.gated",
+            "messageExpression":
+                "'This GPU Pod is not held by Kueue (no scheduling gate %s): only Pods that Kueue queues, or that "
+                "a workload controller creates, may request GPUs; ownerReferences written in the Pod do not count. "
+                "Create a Job (or Deployment, StatefulSet, JobSet, RayJob, ...) with the label %s: ' + "
+                "variables.suggestedQueue + ' instead.'" % (ADMISSION_GATE, QUEUE_LABEL),
+            "reason": "Forbidden",
+        },
+        {   # 5. the queue label of a Pod stays
+            "expression": "!variables.isPod || request.operation != 'UPDATE' || variables.byKueue || "
+                          "!('%s' in variables.oldLabels) || ('%s' in variables.labels && variables.labels['%s'] == "
+                          "variables.oldLabels['%s'])" % (QUEUE_LABEL, QUEUE_LABEL, QUEUE_LABEL, QUEUE_LABEL),
+            "messageExpression":
+                "'The label %s of Pod ' + object.metadata.name + ' cannot be removed or changed: Kueue queued it "
+                "under ' + variables.oldLabels['%s'] + '. Delete the Pod and create it again with the queue you "
+                "want.'" % (QUEUE_LABEL, QUEUE_LABEL),
+            "reason": "Forbidden",
+        },
+        {   # 6. only Kueue lifts its admission gate
+            "expression": "!variables.wasGated || variables.gated || variables.byKueue",
+            "messageExpression":
+                "'Only Kueue removes the scheduling gate %s, when it admits the Workload of this Pod to its queue: wait "
+                "for admission (kubectl get workloads -n ' + request.namespace + ') instead of removing the gate.'"
+                % ADMISSION_GATE,
+            "reason": "Forbidden",
+        },
+        {   # 7. the Kueue priority label is one the tenant may use
+            "expression": "!variables.restricted || variables.priorityLabel == '' || variables.byController || "
+                          "variables.byKueue || variables.priorityLabel in variables.allowed",
+            "messageExpression":
+                "'Priority class ' + variables.priorityLabel + ' is not allowed in tenant namespace ' + "
+                "request.namespace + ' (allowed: ' + variables.allowedText + '). Set the label %s to one of "
+                "those, or leave it out; the platform team can change the list in the inventory "
+                "(gpuaas_tenants[].allowed_priorities).'" % PRIORITY_LABEL,
+            "reason": "Forbidden",
+        },
+        {   # 8. pod priorityClassName too (Kueue takes a workload's priority from it when the label is absent)
+            "expression": "!variables.restricted || variables.byController || variables.podSpecs.all(s, "
+                          "!has(s.priorityClassName) || s.priorityClassName == '' || "
+                          "s.priorityClassName in variables.allowed)",
+            "messageExpression":
+                "'priorityClassName ' + variables.podSpecs.filter(s, has(s.priorityClassName))[0].priorityClassName"
+                " + ' is not allowed in tenant namespace ' + request.namespace + ' (allowed: ' + "
+                "variables.allowedText + '). Remove spec.priorityClassName and use the label %s with an allowed "
+                "class; the platform team can change the list in the inventory "
+                "(gpuaas_tenants[].allowed_priorities).'" % PRIORITY_LABEL,
+            "reason": "Forbidden",
+        },
+        {   # 9. the choke point for every framework: the priority Kueue computed for the Workload
+            "expression": "!variables.isWorkload || !variables.restricted || !has(object.spec.priorityClassName) || "
+                          "object.spec.priorityClassName == '' || object.spec.priorityClassName in variables.allowed",
+            "messageExpression":
+                "'Workload ' + object.metadata.name + ' has priority class ' + object.spec.priorityClassName + "
+                "', which tenant namespace ' + request.namespace + ' may not use (allowed: ' + "
+                "variables.allowedText + '). Set the label %s of the job to an allowed class.'" % PRIORITY_LABEL,
+            "reason": "Forbidden",
+        },
+        {   # 10. the platform's Prometheus credential: only the collection's identity writes triggers using it
+            "expression": "!variables.usesPlatformAuth || variables.triggersUnchanged || variables.byAutomation",
+            "messageExpression":
+                "'The ClusterTriggerAuthentication %s is the platform Prometheus credential: only the "
+                "gpuaas.platform automation may reference it. Ask the platform team to declare this autoscaler in "
+                "the inventory (gpuaas_tenants[].autoscaling), or use a TriggerAuthentication in namespace ' + "
+                "request.namespace + ' with a credential of your own.'" % keda.PROMETHEUS_AUTH_NAME,
+            "reason": "Forbidden",
+        },
+        {   # 11. ... and only towards the platform's Prometheus
+            "expression": "!variables.usesPlatformAuth || variables.triggersUnchanged || variables.triggers.all(tr, "
+                          "!(%s) || (has(tr.metadata) && 'serverAddress' in tr.metadata && "
+                          "tr.metadata.serverAddress == %s))" % (_PLATFORM_AUTH_CEL, _cel_list([prometheus_server or ""])[1:-1]),
+            "messageExpression":
+                "'The credential %s may only be sent to the platform Prometheus %s: set serverAddress to it, or use "
+                "a TriggerAuthentication of your own for another server.'"
+                % (keda.PROMETHEUS_AUTH_NAME, prometheus_server or "(none configured)"),
+            "reason": "Forbidden",
+        },
+    ]
+    for v in validations:
+        v["message"] = "refused by the gpuaas.platform admission policy %s" % POLICY_NAME
     policy = {
         "apiVersion": VAP_V, "kind": "ValidatingAdmissionPolicy", "metadata": _meta(POLICY_NAME),
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
-                    {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                     "resources": ["jobs"]},
-                    {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                     "resources": ["deployments", "statefulsets"]},
-                ],
-            },
+            "matchConstraints": {"resourceRules": _resource_rules()},
             "variables": variables,
-            "validations": [{
-                "expression": "!variables.wantsGpu || variables.hasQueue || variables.ownedByWorkload",
-                "messageExpression": message,
-                "reason": "Forbidden",
-                "message": "GPU workloads in tenant namespaces must go through Kueue: add the label "
-                           "%s: %s" % (QUEUE_LABEL, DEFAULT_QUEUE),
-            }],
+            "validations": validations,
         },
     }
     binding = {
@@ -287,7 +535,8 @@ def admission_policy() -> t.List[t.Dict[str, t.Any]]:
             "policyName": POLICY_NAME,
             "validationActions": ["Deny"],
             "matchResources": {"namespaceSelector": {"matchExpressions": [
-                {"key": TENANT_LABEL, "operator": "Exists"}]}},
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                 "values": sorted(set(settings.platform_namespaces))}]}},
         },
     }
     return [policy, binding]
@@ -298,7 +547,8 @@ def admission_policy() -> t.List[t.Dict[str, t.Any]]:
 def tenant_objects(tenant: Tenant, model: TenantModel, platform: str = "kubernetes",
                    authenticated_prometheus: bool = False) -> t.List[t.Dict[str, t.Any]]:
     """Desired objects of one present tenant."""
-    objs: t.List[t.Dict[str, t.Any]] = [namespace(ns, tenant, platform) for ns in tenant.namespaces]
+    allowed = allowed_priorities(tenant, model)
+    objs: t.List[t.Dict[str, t.Any]] = [namespace(ns, tenant, platform, allowed) for ns in tenant.namespaces]
     objs.append(cluster_queue(tenant))
     admins = _subjects(tenant.access.admin_groups, tenant.access.admin_users)
     users = _subjects(tenant.access.user_groups, tenant.access.user_users)
@@ -321,7 +571,9 @@ def tenant_objects(tenant: Tenant, model: TenantModel, platform: str = "kubernet
 
 
 def shared_objects(model: TenantModel, prometheus_token: t.Optional[str] = None,
-                   prometheus_ca: t.Optional[str] = None, keda_namespace: str = "keda") -> t.List[t.Dict[str, t.Any]]:
+                   prometheus_ca: t.Optional[str] = None, keda_namespace: str = "keda",
+                   admission: t.Optional[AdmissionSettings] = None) -> t.List[t.Dict[str, t.Any]]:
+    admission = admission or AdmissionSettings()
     objs: t.List[t.Dict[str, t.Any]] = []
     objs.extend(resource_flavor(f.name, f.node_labels, f.node_taints, f.tolerations, f.topology_name)
                 for f in model.flavors)
@@ -329,16 +581,17 @@ def shared_objects(model: TenantModel, prometheus_token: t.Optional[str] = None,
     objs.extend(workload_priority_class(p.name, p.value, p.description) for p in model.priorities)
     if model.present_tenants:
         objs.append(queue_reader_cluster_role())
-        objs.extend(admission_policy())
+        objs.extend(admission_policy(admission, model.prometheus.url))
     if any(t_.autoscaling for t_ in model.present_tenants):
         objs.extend(keda.prometheus_auth(model.prometheus, prometheus_token, prometheus_ca, keda_namespace, labels_for()))
     return objs
 
 
 def desired_objects(model: TenantModel, platform: str = "kubernetes", prometheus_token: t.Optional[str] = None,
-                    prometheus_ca: t.Optional[str] = None, keda_namespace: str = "keda") -> t.List[t.Dict[str, t.Any]]:
+                    prometheus_ca: t.Optional[str] = None, keda_namespace: str = "keda",
+                    admission: t.Optional[AdmissionSettings] = None) -> t.List[t.Dict[str, t.Any]]:
     """Every object the inventory asks for (present tenants only; absent tenants are offboarded by the module)."""
-    objs = shared_objects(model, prometheus_token, prometheus_ca, keda_namespace)
+    objs = shared_objects(model, prometheus_token, prometheus_ca, keda_namespace, admission)
     authenticated = bool(prometheus_token or prometheus_ca)
     for tenant in model.present_tenants:
         objs.extend(tenant_objects(tenant, model, platform, authenticated))

@@ -123,16 +123,98 @@ def test_tenants_can_never_write_cluster_queues():
     assert "gpuaas.io/tenant" not in reader["metadata"]["labels"]
 
 
-def test_admission_policy_targets_tenant_namespaces_and_explains():
-    policy, binding = builders.admission_policy()
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+def test_admission_policy_binding_spares_only_the_platform_namespaces():
+    settings = builders.AdmissionSettings(platform_namespaces=["gpu-operator", "monitoring"])
+    policy, binding = builders.admission_policy(settings)
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"] == "gpuaas-require-kueue-queue"
     assert binding["spec"]["validationActions"] == ["Deny"]
-    assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["key"] == "gpuaas.io/tenant"
-    validation = policy["spec"]["validations"][0]
-    assert "add the label kueue.x-k8s.io/queue-name: ' + variables.suggestedQueue" in validation["messageExpression"]
-    suggested = [v for v in policy["spec"]["variables"] if v["name"] == "suggestedQueue"][0]["expression"]
-    assert "namespaceObject.metadata.labels['gpuaas.io/suggested-queue']" in suggested
-    assert "nvidia.com/" in policy["spec"]["variables"][1]["expression"]
+    assert binding["spec"]["matchResources"]["namespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gpu-operator", "monitoring"]}]}
+    defaults = builders.admission_policy()[1]["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]
+    assert {"gpu-operator", "nvidia-gpu-operator", "kube-system", "kueue-system"} <= set(defaults["values"])
+
+
+def _variables(policy):
+    return {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+
+
+def test_admission_policy_is_generated_from_the_kueue_integrations():
+    from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations as ki
+
+    policy, _binding = builders.admission_policy()
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    matched = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    for integration in ki.INTEGRATIONS:  # every kind Kueue can gate is checked, with its plural in its group
+        assert (integration.group, integration.resource) in matched, integration.framework
+    for rule in rules:
+        assert set(rule["operations"]) == {"CREATE", "UPDATE"}  # Pods on UPDATE too (queue label, gate)
+    assert ("", "replicasets") not in matched and ("apps", "replicasets") in matched
+    assert ("kueue.x-k8s.io", "workloads") in matched and ("keda.sh", "scaledobjects") in matched
+    framework_kinds = _variables(policy)["isFramework"]
+    for integration in ki.crd_kinds():
+        assert "'%s/%s'" % (integration.group, integration.kind) in framework_kinds
+    assert "'/Pod'" not in framework_kinds and "'batch/Job'" not in framework_kinds
+
+
+def test_admission_policy_trusts_identities_never_owner_references():
+    settings = builders.AdmissionSettings(workload_controllers=["system:serviceaccount:kube-system:job-controller"],
+                                          kueue_users=["system:serviceaccount:kueue-system:kueue-controller-manager"])
+    policy, _binding = builders.admission_policy(settings)
+    expressions = [v["expression"] for v in policy["spec"]["variables"] + policy["spec"]["validations"]]
+    assert not [e for e in expressions if "ownerReferences" in e]
+    variables = _variables(policy)
+    assert variables["byController"] == \
+        "request.userInfo.username in ['system:serviceaccount:kube-system:job-controller']"
+    assert variables["byKueue"] == \
+        "request.userInfo.username in ['system:serviceaccount:kueue-system:kueue-controller-manager']"
+    assert "'kueue.x-k8s.io/admission'" in variables["gated"]
+
+
+def test_admission_policy_gpu_detection_covers_devices_mig_and_dra():
+    wants = _variables(builders.admission_policy()[0])["wantsGpu"]
+    for prefix in ("nvidia.com/", "amd.com/", "gpu.intel.com/"):
+        assert "k.startsWith('%s')" % prefix in wants
+    assert "s.resourceClaims" in wants and "c.resources.claims" in wants
+    assert "s.initContainers" in wants
+
+
+def test_every_refusal_says_what_to_do_instead():
+    policy, _binding = builders.admission_policy(None, "http://prom:9090")
+    messages = [v["messageExpression"] for v in policy["spec"]["validations"]]
+    assert len(messages) == 11
+    hints = ("kubectl get namespaces -l gpuaas.io/tenant", "add the label kueue.x-k8s.io/queue-name: ' + variables.suggestedQueue",
+             "Create a Job", "create it again with the queue you want", "wait for admission",
+             "gpuaas_tenants[].allowed_priorities", "Set the label kueue.x-k8s.io/priority-class",
+             "gpuaas_tenants[].autoscaling", "set serverAddress to it")
+    for hint in hints:
+        assert any(hint in m for m in messages), hint
+    for validation in policy["spec"]["validations"]:
+        assert validation["reason"] == "Forbidden" and validation["message"]
+
+
+def test_platform_credential_is_pinned_to_the_inventory_server_and_identity():
+    settings = builders.AdmissionSettings(automation_users=["system:serviceaccount:aap:gpuaas-tenants"],
+                                          automation_groups=[])
+    policy, _binding = builders.admission_policy(settings, "https://thanos.example:9091")
+    validations = policy["spec"]["validations"]
+    assert "tr.metadata.serverAddress == 'https://thanos.example:9091'" in validations[-1]["expression"]
+    assert _variables(policy)["byAutomation"].startswith(
+        "request.userInfo.username in ['system:serviceaccount:aap:gpuaas-tenants']")
+    assert "tr.authenticationRef.kind == 'ClusterTriggerAuthentication'" in _variables(policy)["usesPlatformAuth"]
+
+
+def test_allowed_priorities_land_on_the_tenant_namespaces():
+    inv = yaml.safe_load(open(EXAMPLE))
+    names = [p["name"] for p in inv["gpuaas_priorities"]]
+    inv["gpuaas_tenants"][0]["allowed_priorities"] = names[:1]
+    objs = index(builders.desired_objects(TenantModel.from_inventory(inv)))
+    first = inv["gpuaas_tenants"][0]
+    other = inv["gpuaas_tenants"][1]
+    annotation = "gpuaas.io/allowed-priorities"
+    for ns in first["namespaces"]:
+        assert objs[("Namespace", None, ns)]["metadata"]["annotations"] == {annotation: names[0]}
+    for ns in other["namespaces"]:  # default: every class of gpuaas_priorities
+        assert objs[("Namespace", None, ns)]["metadata"]["annotations"] == {annotation: ",".join(names)}
 
 
 def test_scaled_object_idle_scale_to_zero():

@@ -1,0 +1,111 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The workload kinds Kueue gates, defined once (issue 11).
+
+Used by the ``kueue`` role (through the ``kueue_integrations_info`` module: which Kueue ``integrations.frameworks``
+to enable, the OpenShift operand's names) and by the tenants admission policy (which kinds must carry a queue
+label, which pod templates are checked for GPUs). A framework whose API is not served on the cluster is left out
+of the ``auto`` list (Kueue would only wait for its CRD).
+
+No I/O.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# The scheduling gate Kueue's pod webhook puts on every Pod it manages (pkg/controller/jobs/pod/constants).
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+
+
+class Integration(t.NamedTuple):
+    framework: str        # Kueue's name in Configuration.integrations.frameworks
+    openshift: str        # Red Hat build of Kueue operand name (spec.config.integrations.frameworks)
+    group: str            # API group ("" = core)
+    version: str          # served version the policy matches
+    kind: str
+    resource: str         # plural
+    builtin: bool         # a Kubernetes kind (always served) rather than a CRD
+    # CEL producing the list of pod specs of ``object`` (builtin kinds only: CRD kinds must always carry a
+    # queue label in tenant namespaces, their pods are checked when created).
+    pod_specs_cel: t.Optional[str] = None
+
+    @property
+    def crd(self) -> t.Optional[str]:
+        return None if self.builtin else "%s.%s" % (self.resource, self.group)
+
+    @property
+    def api_version(self) -> str:
+        return "%s/%s" % (self.group, self.version) if self.group else self.version
+
+
+_TEMPLATE = "[object.spec.template.spec]"
+
+INTEGRATIONS: t.Tuple[Integration, ...] = (
+    Integration("batch/job", "BatchJob", "batch", "v1", "Job", "jobs", True, _TEMPLATE),
+    Integration("pod", "Pod", "", "v1", "Pod", "pods", True, "[object.spec]"),
+    Integration("deployment", "Deployment", "apps", "v1", "Deployment", "deployments", True, _TEMPLATE),
+    Integration("statefulset", "StatefulSet", "apps", "v1", "StatefulSet", "statefulsets", True, _TEMPLATE),
+    Integration("leaderworkerset.x-k8s.io/leaderworkerset", "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1",
+                "LeaderWorkerSet", "leaderworkersets", False),
+    Integration("jobset.x-k8s.io/jobset", "JobSet", "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", False),
+    Integration("trainer.kubeflow.org/trainjob", "TrainJob", "trainer.kubeflow.org", "v1alpha1", "TrainJob",
+                "trainjobs", False),
+    Integration("kubeflow.org/pytorchjob", "PyTorchJob", "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", False),
+    Integration("kubeflow.org/tfjob", "TFJob", "kubeflow.org", "v1", "TFJob", "tfjobs", False),
+    Integration("kubeflow.org/xgboostjob", "XGBoostJob", "kubeflow.org", "v1", "XGBoostJob", "xgboostjobs", False),
+    Integration("kubeflow.org/paddlejob", "PaddleJob", "kubeflow.org", "v1", "PaddleJob", "paddlejobs", False),
+    Integration("kubeflow.org/jaxjob", "JaxJob", "kubeflow.org", "v1", "JAXJob", "jaxjobs", False),
+    Integration("kubeflow.org/mpijob", "MPIJob", "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", False),
+    Integration("ray.io/rayjob", "RayJob", "ray.io", "v1", "RayJob", "rayjobs", False),
+    Integration("ray.io/raycluster", "RayCluster", "ray.io", "v1", "RayCluster", "rayclusters", False),
+    Integration("ray.io/rayservice", "RayService", "ray.io", "v1", "RayService", "rayservices", False),
+    Integration("workload.codeflare.dev/appwrapper", "AppWrapper", "workload.codeflare.dev", "v1beta2", "AppWrapper",
+                "appwrappers", False),
+)
+
+BY_FRAMEWORK: t.Dict[str, Integration] = {i.framework: i for i in INTEGRATIONS}
+
+# Kinds that create GPU pods through a Kubernetes controller without being a Kueue framework: the policy checks
+# their pod template like a Deployment's (a bare ReplicaSet would otherwise be a way around the Deployment check).
+EXTRA_TEMPLATE_KINDS: t.Tuple[Integration, ...] = (
+    Integration("", "", "apps", "v1", "ReplicaSet", "replicasets", True, _TEMPLATE),
+    Integration("", "", "apps", "v1", "DaemonSet", "daemonsets", True, _TEMPLATE),
+    Integration("", "", "", "v1", "ReplicationController", "replicationcontrollers", True,
+                "(has(object.spec.template) ? [object.spec.template.spec] : [])"),
+    Integration("", "", "batch", "v1", "CronJob", "cronjobs", True, "[object.spec.jobTemplate.spec.template.spec]"),
+)
+
+
+def known_frameworks() -> t.List[str]:
+    return [i.framework for i in INTEGRATIONS]
+
+
+def openshift_names(frameworks: t.Iterable[str]) -> t.List[str]:
+    """Upstream framework names -> the Red Hat operand's names (unknown names raise KeyError)."""
+    return [BY_FRAMEWORK[f].openshift for f in frameworks]
+
+
+def unknown(frameworks: t.Iterable[str]) -> t.List[str]:
+    return [f for f in frameworks if f not in BY_FRAMEWORK]
+
+
+def auto_frameworks(served_crds: t.Iterable[str], candidates: t.Optional[t.Iterable[str]] = None) -> t.List[str]:
+    """The frameworks of ``candidates`` (default: every known one) that this cluster can run: builtin kinds
+    always, CRD kinds when their CRD name is in ``served_crds``. Order of ``INTEGRATIONS``."""
+    served = set(served_crds)
+    wanted = set(candidates) if candidates is not None else set(BY_FRAMEWORK)
+    return [i.framework for i in INTEGRATIONS if i.framework in wanted and (i.builtin or i.crd in served)]
+
+
+def crd_kinds() -> t.List[Integration]:
+    return [i for i in INTEGRATIONS if not i.builtin]
+
+
+def template_kinds() -> t.List[Integration]:
+    """Builtin kinds whose pod templates the policy checks for GPU requests (Pod excluded: checked on its own)."""
+    return [i for i in INTEGRATIONS if i.builtin and i.kind != "Pod"] + list(EXTRA_TEMPLATE_KINDS)

@@ -1,0 +1,123 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: kueue_integrations_info
+short_description: The Kueue job frameworks to enable on this cluster (the workload kinds whose APIs are served)
+version_added: "0.2.0"
+description:
+  - Resolves the Kueue C(integrations.frameworks) list the C(gpuaas.platform.kueue) role renders. The list of
+    workload kinds is defined once in the collection (C(module_utils/manifests/kueue_integrations.py)) and is the
+    same list the tenants admission policy C(gpuaas-require-kueue-queue) is generated from.
+  - With O(frameworks=auto) every known framework whose API the cluster serves is returned (Kubernetes kinds
+    always; C(RayJob), C(JobSet), C(TrainJob), C(LeaderWorkerSet), C(AppWrapper), ... when their CRD is served).
+  - An explicit list is checked against the known names and returned in the collection's order; frameworks whose
+    API is not served are kept (Kueue waits for their CRD) and listed in RV(not_served).
+  - Read-only; safe in check mode.
+author:
+  - gpuaas.platform contributors (@gpuaas)
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
+options:
+  frameworks:
+    description:
+      - C(auto) (a string, or a list holding only C(auto)) for every served framework, or a list of upstream
+        Kueue framework names (C(batch/job), C(pod), C(deployment), C(statefulset), C(ray.io/rayjob), ...).
+    type: raw
+    default: auto
+notes:
+  - Requires the C(kubernetes) Python library.
+"""
+
+EXAMPLES = r"""
+- name: Which frameworks can Kueue manage here
+  gpuaas.platform.kueue_integrations_info:
+  register: kueue_frameworks
+
+- name: Show them
+  ansible.builtin.debug:
+    msg: "{{ kueue_frameworks.frameworks }} (OpenShift operand names {{ kueue_frameworks.openshift_frameworks }})"
+"""
+
+RETURN = r"""
+frameworks:
+  description: Upstream Kueue framework names to enable, in the collection's order.
+  returned: always
+  type: list
+  elements: str
+  sample: [batch/job, pod, deployment, statefulset, jobset.x-k8s.io/jobset, ray.io/rayjob]
+openshift_frameworks:
+  description: The same frameworks in the names of Red Hat's Kueue operand (C(spec.config.integrations.frameworks)).
+  returned: always
+  type: list
+  elements: str
+  sample: [BatchJob, Pod, Deployment, StatefulSet, JobSet, RayJob]
+not_served:
+  description: Frameworks (asked for, or known with O(frameworks=auto)) whose API the cluster does not serve.
+  returned: always
+  type: list
+  elements: str
+  sample: [workload.codeflare.dev/appwrapper]
+known:
+  description: Every framework name the collection knows.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import typing as t
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import K8S_AUTH_ARG_SPEC, get_client
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, ValidationError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations as ki
+
+
+def served(client: t.Any, integration: ki.Integration) -> bool:
+    if integration.builtin:
+        return True
+    try:
+        client.resource(integration.api_version, integration.kind)
+        return True
+    except GpuaasError:
+        return False
+
+
+def resolve(client: t.Any, frameworks: t.Any) -> t.Dict[str, t.Any]:
+    auto = frameworks in (None, "auto", ["auto"])
+    if not auto:
+        if isinstance(frameworks, str) or not isinstance(frameworks, list):
+            raise ValidationError("frameworks: expected 'auto' or a list of Kueue framework names, got %r"
+                                  % (frameworks,), hint="known: %s" % ", ".join(ki.known_frameworks()))
+        bad = ki.unknown(frameworks)
+        if bad:
+            raise ValidationError("frameworks: unknown Kueue framework(s) %s" % ", ".join(bad),
+                                  hint="known: %s" % ", ".join(ki.known_frameworks()))
+    wanted = set(ki.known_frameworks() if auto else frameworks)
+    candidates = [i for i in ki.INTEGRATIONS if i.framework in wanted]
+    not_served = [i.framework for i in candidates if not served(client, i)]
+    chosen = [i.framework for i in candidates if not (auto and i.framework in not_served)]
+    return {"frameworks": chosen, "openshift_frameworks": ki.openshift_names(chosen), "not_served": not_served,
+            "known": ki.known_frameworks()}
+
+
+def main() -> None:
+    argument_spec: t.Dict[str, t.Any] = dict(frameworks=dict(type="raw", default="auto"))
+    argument_spec.update(K8S_AUTH_ARG_SPEC)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    try:
+        result = resolve(get_client(module), module.params["frameworks"])
+    except GpuaasError as err:
+        fail_module(module, err)
+        return
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,370 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Tenant isolation on the lab as the collection installs it (issue 11).
+
+Set-up: the collection's install path for Kueue (role gpuaas.platform.kueue with the lab inventory, the way
+install.yml runs it) — the lab's real Kueue runs exactly the Configuration that role rendered — then a tenants
+reconcile of a small inventory of this module (tenants iso-a, iso-b, iso-strict). Every attempt is made as the
+lab's tenant user (context lab-tenant: user alice, group nlp-team) and ends refused with a message that says what
+to do instead, or gated by Kueue with a Workload. No GPU pod is ever bound to a node outside quota.
+
+The tenants reconcile replaces the lab's tenancy with this module's inventory: run it on a lab of your own
+(LAB_DIR/LAB_PORT_OFFSET), not on a lab another suite is using.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+KUEUE_INSTALL = REPO / "lab" / "components" / "kueue" / "install.yml"
+LAB_INVENTORY = REPO / "playbooks" / "inventory" / "lab"
+TENANTS_PLAYBOOK = REPO / "playbooks" / "tenants.yml"
+POST_RENDERER = REPO / "tests" / "integration" / "files" / "install" / "lab_post_renderer.sh"
+CONFIGMAP = ("gpuaas-kueue", "gpuaas-kueue-manager-config")  # release/namespace of the lab inventory
+QUEUE = "kueue.x-k8s.io/queue-name"
+PRIORITY = "kueue.x-k8s.io/priority-class"
+GATE = "kueue.x-k8s.io/admission"
+A, B, STRICT, OWN = "iso-a", "iso-b", "iso-strict", "iso-own"
+TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# Kueue integrations issue 11 wants on by default (the lab serves every CRD; frameworks by upstream name)
+REQUIRED_FRAMEWORKS = {"batch/job", "pod", "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset",
+                       "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "kubeflow.org/pytorchjob",
+                       "ray.io/rayjob", "ray.io/raycluster", "workload.codeflare.dev/appwrapper"}
+
+
+def inventory(lab) -> dict:
+    gpu_quota = lambda gpus: [{"flavor": "h100", "resources": {"nvidia.com/gpu": gpus, "cpu": 16, "memory": "64Gi"}}]  # noqa: E731
+    return {
+        "gpuaas_prometheus": {"url": lab.prometheus_url, "token": "lab-platform-token"},
+        "gpuaas_flavors": [{"name": "h100", "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                            "tolerations": [TOLERATION]}],
+        "gpuaas_cohorts": [],
+        "gpuaas_priorities": [{"name": "iso-low", "value": 100}, {"name": "iso-high", "value": 100000}],
+        "gpuaas_tenants": [
+            {"name": A, "namespaces": [A], "quotas": gpu_quota(1), "allowed_priorities": ["iso-low"],
+             "access": {"users": ["nlp-team"]},
+             "autoscaling": [{"name": "serve", "namespace": A, "target": {"kind": "Deployment", "name": "serve"},
+                              "max_replicas": 1, "idle_scale_to_zero": {
+                                  "after_minutes": 15, "wake_query": 'sum(rate(http_requests_total{namespace="iso-a"}[1m]))'}}]},
+            {"name": B, "namespaces": [B], "quotas": gpu_quota(8)},
+            {"name": STRICT, "namespaces": [STRICT], "quotas": gpu_quota(1), "default_queue": False,
+             "queues": [{"name": "train"}], "access": {"users": ["nlp-team"]}},
+        ],
+    }
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def kubectl(lab, *args: str, context: str = "lab-admin", stdin: str | None = None) -> subprocess.CompletedProcess:
+    cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", context]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, input=stdin, check=False)
+
+
+def as_tenant(lab, obj: dict) -> subprocess.CompletedProcess:
+    return kubectl(lab, "create", "-o", "json", "-f", "-", context=lab.tenant_context, stdin=json.dumps(obj))
+
+
+def get_json(lab, *args: str) -> dict | None:
+    out = kubectl(lab, "get", "-o", "json", *args)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def name(prefix: str) -> str:
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:5])
+
+
+def pod_spec(gpus: int = 2, **extra) -> dict:
+    spec = {"tolerations": [TOLERATION], "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "registry.example/train:1",
+                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    spec.update(extra)
+    return spec
+
+
+def pod(n: str, ns: str, labels: dict | None = None, **meta) -> dict:
+    metadata = {"name": n, "namespace": ns, "labels": labels or {}}
+    metadata.update(meta)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec()}
+
+
+def workload_set(kind: str, n: str, ns: str, labels: dict | None = None) -> dict:
+    sel = {"app": n}
+    spec = {"replicas": 1, "selector": {"matchLabels": sel},
+            "template": {"metadata": {"labels": dict(sel, **(labels or {}))}, "spec": pod_spec(restartPolicy="Always")}}
+    if kind == "StatefulSet":
+        spec["serviceName"] = n
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": n, "namespace": ns, "labels": labels or {}},
+            "spec": spec}
+
+
+def job(n: str, ns: str, labels: dict | None = None, suspend: bool = False) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": n, "namespace": ns, "labels": labels or {}},
+            "spec": {"suspend": suspend, "template": {"spec": pod_spec()}}}
+
+
+def pods_of(lab, ns: str, selector: str) -> list:
+    out = get_json(lab, "pods", "-n", ns, "-l", selector)
+    return out["items"] if out else []
+
+
+def workloads(lab, ns: str) -> list:
+    out = get_json(lab, "workloads.kueue.x-k8s.io", "-n", ns)
+    return out["items"] if out else []
+
+
+def assert_gated_not_bound(lab, ns: str, selector: str) -> list:
+    """Kueue holds the pods: a scheduling gate, a Workload owning their group, no node."""
+    pods = wait_until(lambda: pods_of(lab, ns, selector), 30, "pods of %s in %s" % (selector, ns))
+    for p in pods:
+        gates = [g["name"] for g in p["spec"].get("schedulingGates") or []]
+        assert GATE in gates, "pod %s is not gated by Kueue: %s" % (p["metadata"]["name"], gates)
+    wait_until(lambda: [w for w in workloads(lab, ns)
+                        if any(p["metadata"]["name"] in json.dumps(w["metadata"].get("ownerReferences", []))
+                               for p in pods)], 30, "a Workload for %s" % selector)
+    time.sleep(1)
+    for p in pods_of(lab, ns, selector):
+        assert not p["spec"].get("nodeName"), "pod %s bound outside quota" % p["metadata"]["name"]
+    return pods
+
+
+def refused(result: subprocess.CompletedProcess, *phrases: str) -> None:
+    assert result.returncode != 0, "admitted: %s" % result.stdout[:500]
+    for phrase in phrases:
+        assert phrase in result.stderr, result.stderr
+
+
+# ---------------------------------------------------------------------------------------------- set-up
+@pytest.fixture(scope="module")
+def installed(lab, run_playbook):
+    if lab.kueue_api != "v1beta2":
+        pytest.skip("needs the lab's real Kueue (LAB_KUEUE_API=v1beta2)")
+    # 1. the collection's install path for Kueue, as install.yml runs the kueue role
+    run = run_playbook(KUEUE_INSTALL, inventory=LAB_INVENTORY,
+                       extra_vars={"gpuaas_helm_post_renderer": str(POST_RENDERER)}, timeout=400)
+    assert run.rc == 0, run.explain()
+    cm = get_json(lab, "configmap", "-n", CONFIGMAP[0], CONFIGMAP[1])
+    assert cm, "the kueue role wrote no ConfigMap %s/%s" % CONFIGMAP
+    text = cm["data"]["controller_manager_config.yaml"]
+    # 2. the lab's Kueue runs exactly that Configuration (the watcher restarts it when it changes)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    running = lab.dir / "kueue" / "config.sha256"
+    wait_until(lambda: running.exists() and running.read_text().strip() == digest, 90,
+               "the lab's Kueue to run the role's Configuration")
+    # 3. the tenancy of this module (the platform credential goes to KEDA's namespace, made by install.yml's keda role)
+    kubectl(lab, "create", "namespace", "gpuaas-keda")
+    tenants = run_playbook(TENANTS_PLAYBOOK, inventory=LAB_INVENTORY, extra_vars=inventory(lab), timeout=300)
+    assert tenants.rc == 0, tenants.explain()
+    # a namespace alice administers that is no tenant's (a self-provisioned project)
+    kubectl(lab, "create", "namespace", OWN)
+    kubectl(lab, "create", "rolebinding", "alice-admin", "--clusterrole=admin", "--user=alice", "-n", OWN)
+    # ScaledObject rights in her tenant namespace, as KEDA's aggregated roles grant them on a real cluster
+    kubectl(lab, "create", "role", "keda-edit", "--verb=get,list,create,update,patch,delete",
+            "--resource=scaledobjects.keda.sh,scaledjobs.keda.sh,triggerauthentications.keda.sh", "-n", A)
+    kubectl(lab, "create", "rolebinding", "alice-keda", "--role=keda-edit", "--user=alice", "-n", A)
+    yield yaml.safe_load(text)
+    kubectl(lab, "delete", "namespace", OWN, "--wait=false")
+    for ns in (A, B, STRICT):
+        kubectl(lab, "delete", "all,jobs,scaledobjects.keda.sh", "--all", "-n", ns, "--wait=false")
+
+
+# ---------------------------------------------------------------------------------------------- tests
+def test_lab_kueue_runs_the_configuration_the_role_rendered(installed, lab):
+    config = installed
+    assert REQUIRED_FRAMEWORKS <= set(config["integrations"]["frameworks"]), config["integrations"]
+    assert config["manageJobsWithoutQueueName"] is True
+    assert config["managedJobsNamespaceSelector"] == {"matchExpressions": [
+        {"key": "gpuaas.io/tenant", "operator": "Exists"}]}
+    # and the running process reads the generated file: role's keys + lab plumbing only
+    running = yaml.safe_load((lab.dir / "kueue" / "config.yaml").read_text())
+    for key in ("integrations", "manageJobsWithoutQueueName", "managedJobsNamespaceSelector", "fairSharing"):
+        assert running[key] == config[key], key
+    assert running["webhook"]["host"] == "127.0.0.1" and running["internalCertManagement"]["enable"] is False
+
+
+def test_bare_gpu_pod_is_gated_by_kueue(installed, lab):
+    n = name("bare")
+    created = as_tenant(lab, pod(n, A, labels={"app": n}))
+    assert created.returncode == 0, created.stderr
+    obj = json.loads(created.stdout)
+    assert obj["metadata"]["labels"][QUEUE] == "default"  # Kueue's LocalQueue defaulting
+    assert_gated_not_bound(lab, A, "app=%s" % n)
+
+
+def test_bare_gpu_pod_without_any_queue_is_refused(installed, lab):
+    refused(as_tenant(lab, pod(name("bare"), STRICT)),
+            "must go through Kueue: add the label %s: train (or another LocalQueue of this namespace" % QUEUE)
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet"])
+def test_gpu_deployment_and_statefulset(installed, lab, kind):
+    # with the queue label: Kueue gates the pods (2 GPUs > quota 1: never admitted)
+    n = name(kind.lower()[:6])
+    created = as_tenant(lab, workload_set(kind, n, A, labels={QUEUE: "default"}))
+    assert created.returncode == 0, created.stderr
+    assert_gated_not_bound(lab, A, "app=%s" % n)
+    # without it in a namespace with a default queue: Kueue puts the object into that queue (label defaulting)
+    n2 = name(kind.lower()[:6])
+    created = as_tenant(lab, workload_set(kind, n2, A))
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["metadata"]["labels"][QUEUE] == "default"
+    if kind == "Deployment":  # its pods get the label and Kueue's gate
+        assert_gated_not_bound(lab, A, "app=%s" % n2)
+    else:
+        # Kueue 0.19 labels the StatefulSet but not its pod template, and skips pods whose owner it manages: the
+        # pods would run ungated. The policy refuses them; the StatefulSet's events say what to do.
+        def refusal():
+            out = kubectl(lab, "get", "events", "-n", A, "--field-selector",
+                          "involvedObject.name=%s,reason=FailedCreate" % n2, "-o", "json")
+            return [e["message"] for e in json.loads(out.stdout)["items"]] if out.returncode == 0 else []
+        messages = wait_until(refusal, 30, "the StatefulSet's pods to be refused")
+        assert "must go through Kueue: add the label %s: default" % QUEUE in messages[0], messages
+        assert not pods_of(lab, A, "app=%s" % n2)
+    # without it where no default queue exists: refused, with the label to add
+    refused(as_tenant(lab, workload_set(kind, name("nolabel"), STRICT)),
+            "GPU workloads in tenant namespace %s must go through Kueue: add the label %s: train" % (STRICT, QUEUE),
+            "to the %s metadata.labels" % kind)
+
+
+def test_pod_with_spoofed_job_owner_reference_is_refused(installed, lab):
+    owner = name("owner")
+    created = as_tenant(lab, job(owner, A, labels={QUEUE: "default"}, suspend=True))
+    assert created.returncode == 0, created.stderr
+    uid = json.loads(created.stdout)["metadata"]["uid"]
+    spoof = pod(name("spoof"), A, labels={QUEUE: "default"},
+                ownerReferences=[{"apiVersion": "batch/v1", "kind": "Job", "name": owner, "uid": uid,
+                                  "controller": True}])
+    refused(as_tenant(lab, spoof), "This GPU Pod is not held by Kueue", "ownerReferences written in the Pod do not count",
+            "Create a Job")
+
+
+def test_gpu_pod_in_a_namespace_that_is_no_tenants_is_refused(installed, lab):
+    for obj in (pod(name("own"), OWN), job(name("own"), OWN, labels={QUEUE: "default"})):
+        refused(as_tenant(lab, obj), "namespace %s is not one (no label gpuaas.io/tenant)" % OWN,
+                "kubectl get namespaces -l gpuaas.io/tenant")
+    # DRA: a claim is a GPU request too
+    claim = pod(name("dra"), OWN)
+    claim["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    claim["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "any-gpu"}]
+    refused(as_tenant(lab, claim), "is not one (no label gpuaas.io/tenant)")
+    # CPU work there is none of the platform's business
+    cpu = pod(name("cpu"), OWN)
+    cpu["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
+    assert as_tenant(lab, cpu).returncode == 0
+
+
+def test_local_queue_pointing_at_another_tenants_cluster_queue(installed, lab):
+    lq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+          "metadata": {"name": "steal", "namespace": A}, "spec": {"clusterQueue": B}}
+    # tenants cannot write LocalQueues at all ...
+    refused(as_tenant(lab, lq), "forbidden", "localqueues")
+    # ... and one written by someone who can is useless: B's ClusterQueue selects only B's namespaces
+    assert kubectl(lab, "apply", "-f", "-", stdin=json.dumps(lq)).returncode == 0
+    n = name("steal")
+    spec = job(n, A, labels={QUEUE: "steal"})
+    spec["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    assert as_tenant(lab, spec).returncode == 0
+    wl = wait_until(lambda: [w for w in workloads(lab, A) if n in json.dumps(w["metadata"].get("ownerReferences"))],
+                    30, "the Workload of %s" % n)[0]
+
+    def inadmissible():
+        w = get_json(lab, "workloads.kueue.x-k8s.io", "-n", A, wl["metadata"]["name"]) or {}
+        conds = {c["type"]: c for c in (w.get("status") or {}).get("conditions") or []}
+        q = conds.get("QuotaReserved")
+        return q if q and q["status"] == "False" and "namespace" in q.get("message", "").lower() else None
+    cond = wait_until(inadmissible, 30, "Kueue to refuse the Workload for B's ClusterQueue")
+    assert "doesn't match" in cond["message"] or "not match" in cond["message"], cond
+    assert not [p for p in pods_of(lab, A, "job-name=%s" % n) if p["spec"].get("nodeName")]
+    kubectl(lab, "delete", "job", n, "-n", A, "--wait=false")
+    kubectl(lab, "delete", "localqueue", "steal", "-n", A)
+
+
+def test_priority_outside_the_allow_list_is_refused(installed, lab):
+    refused(as_tenant(lab, job(name("vip"), A, labels={QUEUE: "default", PRIORITY: "iso-high"})),
+            "Priority class iso-high is not allowed in tenant namespace %s (allowed: iso-low)" % A,
+            "gpuaas_tenants[].allowed_priorities")
+    system = job(name("sys"), A, labels={QUEUE: "default"})
+    system["spec"]["template"]["spec"]["priorityClassName"] = "system-node-critical"
+    refused(as_tenant(lab, system), "priorityClassName system-node-critical is not allowed", "(allowed: iso-low)")
+    # the allowed class is accepted; another tenant with the default (every class) may use iso-high
+    ok = as_tenant(lab, job(name("low"), A, labels={QUEUE: "default", PRIORITY: "iso-low"}))
+    assert ok.returncode == 0, ok.stderr
+    ns = get_json(lab, "namespace", B)
+    assert ns["metadata"]["annotations"]["gpuaas.io/allowed-priorities"] == "iso-low,iso-high"
+
+
+def test_scaled_object_cannot_take_the_platform_credential(installed, lab):
+    cta = get_json(lab, "clustertriggerauthentication.keda.sh", "gpuaas-prometheus")
+    assert cta, "the tenants reconcile made no ClusterTriggerAuthentication (token in gpuaas_prometheus)"
+
+    def scaled_object(server: str) -> dict:
+        return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": name("so"), "namespace": A},
+                "spec": {"scaleTargetRef": {"name": "serve"}, "triggers": [{
+                    "type": "prometheus", "authenticationRef": {"name": "gpuaas-prometheus",
+                                                                "kind": "ClusterTriggerAuthentication"},
+                    "metadata": {"serverAddress": server, "query": "sum(up)", "threshold": "1", "authModes": "bearer"}}]}}
+    # the rights are real: a ScaledObject without the platform credential is accepted
+    own = scaled_object("http://metrics.example:9090")
+    del own["spec"]["triggers"][0]["authenticationRef"]
+    assert as_tenant(lab, own).returncode == 0
+    refused(as_tenant(lab, scaled_object("http://attacker.example:9090")),
+            "ClusterTriggerAuthentication gpuaas-prometheus is the platform Prometheus credential",
+            "use a TriggerAuthentication in namespace %s" % A)
+    refused(as_tenant(lab, scaled_object(lab.prometheus_url)), "only the gpuaas.platform automation may reference it")
+    # the collection's own ScaledObject (from the inventory) is there and points at the platform Prometheus
+    mine = get_json(lab, "scaledobject.keda.sh", "-n", A, "serve")
+    assert mine["spec"]["triggers"][0]["metadata"]["serverAddress"] == lab.prometheus_url
+    # and a tenant who may edit it cannot re-point it
+    patch = [{"op": "replace", "path": "/spec/triggers/0/metadata/serverAddress", "value": "http://attacker.example"}]
+    refused(kubectl(lab, "patch", "scaledobject.keda.sh", "serve", "-n", A, "--type=json", "-p", json.dumps(patch),
+                    context=lab.tenant_context), "platform Prometheus credential")
+
+
+def test_queue_label_and_admission_gate_cannot_be_removed(installed, lab):
+    n = name("keep")
+    assert as_tenant(lab, pod(n, A, labels={QUEUE: "default", "app": n})).returncode == 0
+    assert_gated_not_bound(lab, A, "app=%s" % n)
+    refused(kubectl(lab, "label", "pod", n, "-n", A, QUEUE + "-", context=lab.tenant_context),
+            "The label %s of Pod %s cannot be removed or changed" % (QUEUE, n), "Delete the Pod and create it again")
+    refused(kubectl(lab, "label", "pod", n, "-n", A, QUEUE + "=other", "--overwrite", context=lab.tenant_context),
+            "cannot be removed or changed")
+    ungate = [{"op": "replace", "path": "/spec/schedulingGates", "value": []}]
+    refused(kubectl(lab, "patch", "pod", n, "-n", A, "--type=json", "-p", json.dumps(ungate),
+                    context=lab.tenant_context), "Only Kueue removes the scheduling gate %s" % GATE)
+
+
+def test_kueue_itself_admits_within_quota(installed, lab):
+    """The policy does not stand in Kueue's way: a labelled 1-GPU pod within quota is ungated by Kueue and bound."""
+    n = name("fits")
+    p = pod(n, A, labels={QUEUE: "default", "app": n})
+    p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    assert as_tenant(lab, p).returncode == 0
+    bound = wait_until(lambda: (get_json(lab, "pod", "-n", A, n) or {}).get("spec", {}).get("nodeName"), 60,
+                       "Kueue to admit and the scheduler to bind %s" % n)
+    assert bound.startswith("gpu-h100-")
+    kubectl(lab, "delete", "pod", n, "-n", A, "--wait=false")
+
+
+def test_no_gpu_pod_is_bound_outside_quota(installed, lab):
+    for ns in (A, B, STRICT, OWN):
+        for p in (get_json(lab, "pods", "-n", ns) or {"items": []})["items"]:
+            wants = any(k.startswith(("nvidia.com/", "amd.com/", "gpu.intel.com/"))
+                        for c in p["spec"]["containers"] for k in ((c.get("resources") or {}).get("limits") or {}))
+            if wants and p["spec"].get("nodeName"):
+                assert p["metadata"]["name"].startswith("fits-"), "GPU pod %s/%s bound" % (ns, p["metadata"]["name"])

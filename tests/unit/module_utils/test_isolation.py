@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Issue 11: the one list of Kueue integrations, allowed_priorities/default_priority in the inventory contract,
+the kueue role's rendering of the list (kueue_integrations_info)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, ValidationError
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import InventoryError, TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations as ki
+from ansible_collections.gpuaas.platform.plugins.modules import kueue_integrations_info as info
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+EXAMPLE = os.path.join(ROOT, "playbooks", "inventory", "lab", "group_vars", "all", "tenants.yml")
+
+# What issue 11 asks Kueue to gate by default (upstream Kueue framework names).
+REQUIRED = {"batch/job", "pod", "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset",
+            "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "kubeflow.org/pytorchjob", "ray.io/rayjob",
+            "ray.io/raycluster", "workload.codeflare.dev/appwrapper"}
+
+
+def inventory(**tenant_changes):
+    with open(EXAMPLE) as handle:
+        inv = yaml.safe_load(handle)
+    inv["gpuaas_tenants"][0].update(tenant_changes)
+    return inv
+
+
+def test_the_list_covers_the_workload_kinds_users_run():
+    assert REQUIRED <= set(ki.known_frameworks())
+    assert len(set(ki.known_frameworks())) == len(ki.INTEGRATIONS)
+
+
+def test_auto_enables_builtin_kinds_and_only_served_crds():
+    assert ki.auto_frameworks([]) == ["batch/job", "pod", "deployment", "statefulset"]
+    served = ["rayjobs.ray.io", "jobsets.jobset.x-k8s.io", "unrelated.example.com"]
+    assert ki.auto_frameworks(served) == ["batch/job", "pod", "deployment", "statefulset",
+                                          "jobset.x-k8s.io/jobset", "ray.io/rayjob"]
+
+
+def test_openshift_operand_names():
+    assert ki.openshift_names(["batch/job", "ray.io/rayjob", "leaderworkerset.x-k8s.io/leaderworkerset"]) == \
+        ["BatchJob", "RayJob", "LeaderWorkerSet"]
+
+
+class FakeClient:
+    """Discovery of a cluster serving only the given api_version/kind pairs (besides Kubernetes' own)."""
+
+    def __init__(self, served):
+        self.served_kinds = set(served)
+
+    def resource(self, api_version, kind):
+        if (api_version, kind) not in self.served_kinds:
+            raise GpuaasError("%s %s is not served" % (api_version, kind))
+        return object()
+
+
+def test_module_auto_and_explicit_lists():
+    client = FakeClient({("ray.io/v1", "RayCluster"), ("workload.codeflare.dev/v1beta2", "AppWrapper")})
+    auto = info.resolve(client, "auto")
+    assert auto["frameworks"] == ["batch/job", "pod", "deployment", "statefulset", "ray.io/raycluster",
+                                  "workload.codeflare.dev/appwrapper"]
+    assert auto["openshift_frameworks"] == ["BatchJob", "Pod", "Deployment", "StatefulSet", "RayCluster", "AppWrapper"]
+    assert "ray.io/rayjob" in auto["not_served"] and "pod" not in auto["not_served"]
+    explicit = info.resolve(client, ["ray.io/rayjob", "batch/job"])
+    assert explicit["frameworks"] == ["batch/job", "ray.io/rayjob"]  # kept (Kueue waits for the CRD), reported
+    assert explicit["not_served"] == ["ray.io/rayjob"]
+    with pytest.raises(ValidationError, match="unknown Kueue framework"):
+        info.resolve(client, ["batch/job", "ray.io/rayjobs"])
+
+
+def test_allowed_priorities_are_checked_against_gpuaas_priorities():
+    model = TenantModel.from_inventory(inventory(allowed_priorities=["batch"]))
+    assert model.tenants[0].allowed_priorities == ["batch"]
+    assert TenantModel.from_inventory(inventory()).tenants[0].allowed_priorities is None
+    assert TenantModel.from_inventory(inventory(allowed_priorities=[])).tenants[0].allowed_priorities == []
+    with pytest.raises(InventoryError) as err:
+        TenantModel.from_inventory(inventory(allowed_priorities=["bach"]))
+    assert "gpuaas_tenants[0].allowed_priorities[0]" in str(err.value.problems)
+    assert "did you mean 'batch'" in str(err.value.problems)
+
+
+def test_default_priority_is_refused_with_the_reason():
+    with pytest.raises(InventoryError) as err:
+        TenantModel.from_inventory(inventory(default_priority="batch"))
+    text = str(err.value.problems)
+    assert "gpuaas_tenants[0].default_priority" in text and "was removed" in text
+    assert "kueue.x-k8s.io/priority-class" in text
