@@ -66,6 +66,9 @@ class FakeResource:
 
     def get(self, name, namespace=None):
         self.api.calls.append(("get", self.kind))
+        if self.kind == "Lease" and getattr(self.api, "lease_forbidden", False):
+            from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
+            raise ApiException(status=403, reason="Forbidden")
         obj = self.api.objects.get(self._key(name, namespace))
         return copy.deepcopy(obj)
 
@@ -463,3 +466,26 @@ def test_another_runs_lock_fails_with_holder_and_since(converged):
                                          "Lease kube-system/gpuaas-tenants since %s" % since)
     assert client.objects == before  # nothing drained or pruned
     assert format_time(utcnow())[:4] == since[:4]
+
+
+def test_forbidden_lock_warns_that_the_run_is_unguarded(converged):
+    client = converged[0]
+    client.lease_forbidden = True
+    p = params()
+    p["tenants"][1]["state"] = "absent"
+    rec = TenantsReconciler(client, p, sleep=lambda s: None, clock=lambda: 0.0)
+    result = rec.run()
+    assert result["offboarded"] == ["vision"] and "lock" not in result
+    assert any("could not be taken (forbidden): this run is not guarded" in w and "leases.coordination.k8s.io in "
+               "kube-system" in w for w in rec.warnings), rec.warnings
+
+
+def test_check_mode_takes_no_lock_but_warns_about_a_holder(converged):
+    client = converged[0]
+    from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock
+    LeaseLock(client, "gpuaas-tenants", "kube-system", identity="other-run").acquire()
+    client.calls.clear()
+    rec = TenantsReconciler(client, params(), check_mode=True, sleep=lambda s: None, clock=lambda: 0.0)
+    rec.run()
+    assert not [c for c in client.calls if c[0].startswith("lock-")]
+    assert any("another run (holder other-run) holds the lock" in w for w in rec.warnings), rec.warnings
