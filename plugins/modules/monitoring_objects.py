@@ -97,8 +97,8 @@ options:
             default: ca.crt
       ca_configmap:
         description:
-          - ConfigMap in Kueue's namespace holding the CA bundle, for example OpenShift's service CA
-            C({name: openshift-service-ca.crt, key: service-ca.crt}) (present in every namespace there).
+          - "ConfigMap in Kueue's namespace holding the CA bundle, for example OpenShift's service CA
+            C({name: openshift-service-ca.crt, key: service-ca.crt}) (present in every namespace there)."
         type: dict
         suboptions:
           name:
@@ -368,7 +368,7 @@ def main() -> None:
             "port": {"type": "str", "default": "https"},
             "scheme": {"type": "str", "default": "https"},
             "insecure_skip_verify": {"type": "bool", "default": False},
-            "ca_secret": {"type": "dict", "default": {"name": "metrics-server-cert", "key": "ca.crt"}, "options": {
+            "ca_secret": {"type": "dict", "no_log": False, "default": {"name": "metrics-server-cert", "key": "ca.crt"}, "options": {
                 "name": {"type": "str", "default": "metrics-server-cert"},
                 "key": {"type": "str", "default": "ca.crt", "no_log": False}}},
             "ca_configmap": {"type": "dict", "options": {

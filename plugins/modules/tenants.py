@@ -115,7 +115,7 @@ options:
   prune:
     description:
       - Remove tenants (and shared flavors, cohorts, priorities) that exist on the cluster but are missing from the
-        inventory. Off by default (safe mode): such objects are kept and reported in RV(drift).
+        inventory. Off by default (safe mode), so such objects are kept and reported in RV(drift).
       - A tenant with C(state=absent) is removed either way. Ignored with O(limit_tenants) (only the named tenants,
         which must be in O(tenants), are reconciled).
     type: bool

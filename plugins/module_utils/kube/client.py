@@ -696,7 +696,7 @@ def with_retries(call: t.Callable[[], t.Any], client: t.Any, what: str = "the re
 
 def _short(exc: BaseException) -> str:
     text = str(getattr(exc, "reason", None) or exc)
-    text = text.split("\n")[0]
+    text = text.split("\n", maxsplit=1)[0]
     return text if len(text) <= 200 else text[:197] + "..."
 
 

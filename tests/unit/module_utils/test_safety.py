@@ -113,7 +113,7 @@ def test_errors_that_are_not_transient_are_raised_at_once(exc):
 def test_unreachable_api_fails_with_one_message_within_the_budget_and_later_requests_fail_fast():
     clock = Clock()
     client = retrying_client(clock, attempts=6, budget=30.0)
-    calls = scripted(client, [refused() for _ in range(20)])
+    calls = scripted(client, [refused() for _attempt in range(20)])
     with pytest.raises(kc.ApiUnreachable) as info:
         client.request("GET", "/api/v1/nodes")
     assert len(calls) == 6
@@ -133,7 +133,7 @@ def test_unreachable_api_fails_with_one_message_within_the_budget_and_later_requ
 def test_budget_bounds_the_total_wait():
     clock = Clock()
     client = retrying_client(clock, attempts=100, budget=10.0, max_delay=4.0)
-    scripted(client, [refused() for _ in range(100)])
+    scripted(client, [refused() for _attempt in range(100)])
     with pytest.raises(kc.ApiUnreachable):
         client.request("GET", "/x")
     assert sum(clock.sleeps) <= 10.0
