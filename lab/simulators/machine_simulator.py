@@ -101,12 +101,13 @@ def selector_string(selector: dict) -> str:
 
 
 class Simulator:
-    def __init__(self, kinds, provision_seconds: float, seed: int | None) -> None:
+    def __init__(self, kinds, provision_seconds: float, seed: int | None, only: str | None = None) -> None:
         self.custom = client.CustomObjectsApi()
         self.core = client.CoreV1Api()
         self.kinds = kinds
         self.provision_seconds = provision_seconds
         self.random = random.Random(seed)
+        self.only = set(only.split(",")) if only else None  # target names this instance manages (None: all)
         self.created_at: dict[str, float] = {}  # machine uid -> monotonic creation (for the provisioning delay)
 
     # -- helpers ------------------------------------------------------------------------------------------
@@ -273,6 +274,8 @@ class Simulator:
                 group, version, plural, _, _, _ = TARGETS[kind]
                 try:
                     for target in self.custom.list_cluster_custom_object(group, version, plural)["items"]:
+                        if self.only is not None and target["metadata"]["name"] not in self.only:
+                            continue
                         if not target["metadata"].get("deletionTimestamp"):
                             self.reconcile_target(kind, target)
                 except client.ApiException as exc:  # a conflict or a blip: next round
@@ -287,10 +290,11 @@ def main() -> int:
     ap.add_argument("--provision-seconds", type=float, default=3.0, help="Machine created -> Node created")
     ap.add_argument("--interval", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=None, help="for the Random delete policy and machine names")
+    ap.add_argument("--only", default=None, help="comma-separated target names to manage (default: every target)")
     args = ap.parse_args()
     config.load_kube_config(args.kubeconfig)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    Simulator([k for k in args.kinds.split(",") if k], args.provision_seconds, args.seed).loop(args.interval)
+    Simulator([k for k in args.kinds.split(",") if k], args.provision_seconds, args.seed, args.only).loop(args.interval)
     return 0
 
 
