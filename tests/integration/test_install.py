@@ -323,7 +323,8 @@ def busy_cluster_queue(lab, kube):
         res.create(body=body, namespace=body["metadata"].get("namespace"))
         created.append((api_version, kind, body["metadata"]["name"], body["metadata"].get("namespace")))
 
-    create("v1", "Namespace", {"metadata": {"name": BUSY_NS}})
+    # gpuaas.io/tenant: Kueue, as the collection configures it, manages jobs only in tenant namespaces (issue 11)
+    create("v1", "Namespace", {"metadata": {"name": BUSY_NS, "labels": {"gpuaas.io/tenant": BUSY_NS}}})
     create(kv, "ResourceFlavor", {"apiVersion": kv, "kind": "ResourceFlavor", "metadata": {"name": BUSY_NS}})
     cq_spec = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": BUSY_NS}},
                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [

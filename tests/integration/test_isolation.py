@@ -179,9 +179,14 @@ def installed(lab, run_playbook):
             "--resource=scaledobjects.keda.sh,scaledjobs.keda.sh,triggerauthentications.keda.sh", "-n", A)
     kubectl(lab, "create", "rolebinding", "alice-keda", "--role=keda-edit", "--user=alice", "-n", A)
     yield yaml.safe_load(text)
-    kubectl(lab, "delete", "namespace", OWN, "--wait=false")
-    for ns in (A, B, STRICT):
-        kubectl(lab, "delete", "all,jobs,scaledobjects.keda.sh", "--all", "-n", ns, "--wait=false")
+    # leave the lab as other suites expect it: no tenancy of this module, no tenant policy
+    kubectl(lab, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "gpuaas-require-kueue-queue",
+            "--ignore-not-found")
+    kubectl(lab, "delete", "namespace", OWN, A, B, STRICT, "--wait=false", "--ignore-not-found")
+    kubectl(lab, "delete", "clusterqueues.kueue.x-k8s.io", A, B, STRICT, "--ignore-not-found", "--wait=false")
+    kubectl(lab, "delete", "workloadpriorityclasses.kueue.x-k8s.io", "iso-low", "iso-high", "--ignore-not-found")
+    kubectl(lab, "delete", "clustertriggerauthentication.keda.sh", "gpuaas-prometheus", "--ignore-not-found")
+    kubectl(lab, "delete", "namespace", "gpuaas-keda", "--wait=false", "--ignore-not-found")
 
 
 # ---------------------------------------------------------------------------------------------- tests

@@ -76,7 +76,9 @@ def wait_namespace_gone(ns_resource, name, timeout=300):
 def namespace(kube, lab):
     ns = kube.resources.get(api_version="v1", kind="Namespace")
     wait_namespace_gone(ns, NS)
-    ns.server_side_apply(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+    # gpuaas.io/tenant: Kueue, as the collection configures it, manages jobs only in tenant namespaces (issue 11)
+    ns.server_side_apply(body={"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": NS, "labels": {"gpuaas.io/tenant": NS}}},
                          field_manager="itcore-setup")
     yield NS
     cleanup(kube, lab)

@@ -108,7 +108,9 @@ def cleanup(kube, namespaces=(), cluster_objects=(), timeout=180):
 
 
 def make_namespace(kube, name):
-    res(kube, "v1", "Namespace").create(body={"metadata": {"name": name, "labels": {"lab.gpuaas.io/test": "controllers"}}})
+    # gpuaas.io/tenant: Kueue, as the collection configures it, manages jobs only in tenant namespaces (issue 11)
+    res(kube, "v1", "Namespace").create(body={"metadata": {"name": name, "labels": {
+        "lab.gpuaas.io/test": "controllers", "gpuaas.io/tenant": name}}})
 
 
 def gpu_job(name, namespace, queue, gpus, run_seconds):
