@@ -106,6 +106,35 @@ options:
     type: str
     choices: [auto, kubernetes, openshift]
     default: auto
+  admission:
+    description:
+      - What the admission policy C(gpuaas-require-kueue-queue) trusts (docs/security.md). Each key replaces its
+        default list when given.
+    type: dict
+    default: {}
+    suboptions:
+      platform_namespaces:
+        description: Namespaces the policy does not apply to (GPU Operator, monitoring, Kueue, KEDA, C(kube-system) ...).
+        type: list
+        elements: str
+      workload_controllers:
+        description:
+          - Usernames (C(request.userInfo.username)) whose Pods and child workloads are admitted on the strength of
+            their parent (the Job controller, the operators of Kueue's CRD frameworks). Never ownerReferences.
+        type: list
+        elements: str
+      kueue_users:
+        description: Kueue's own usernames, the only ones that may lift its admission gate or change a Pod's queue label.
+        type: list
+        elements: str
+      automation_users:
+        description: Usernames that may write ScaledObject triggers using the platform's Prometheus credential.
+        type: list
+        elements: str
+      automation_groups:
+        description: Groups that may do the same (default C(system:masters)).
+        type: list
+        elements: str
   keda_namespace:
     description:
       - Namespace of the KEDA operator (where the Prometheus credentials Secret goes).
@@ -563,7 +592,8 @@ class TenantsReconciler:
         prom = model.prometheus
         token = self.prometheus_token(prom)
         ca_data = _read_file(prom.ca_file, "ca_file")
-        desired = builders.desired_objects(model, platform, token, ca_data, self.keda_namespace(platform))
+        desired = builders.desired_objects(model, platform, token, ca_data, self.keda_namespace(platform),
+                                           builders.AdmissionSettings.from_options(p.get("admission")))
         if limit is not None:
             desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
 
@@ -720,6 +750,13 @@ def main() -> None:
         limit_tenants=dict(type="list", elements="str"),
         platform=dict(type="str", choices=["auto", "kubernetes", "openshift"], default="auto"),
         keda_namespace=dict(type="str"),
+        admission=dict(type="dict", default={}, options=dict(
+            platform_namespaces=dict(type="list", elements="str"),
+            workload_controllers=dict(type="list", elements="str"),
+            kueue_users=dict(type="list", elements="str"),
+            automation_users=dict(type="list", elements="str"),
+            automation_groups=dict(type="list", elements="str"),
+        )),
         concurrency=dict(type="int", default=8),
         prune=dict(type="bool", default=False),
         allow_empty=dict(type="bool", default=False),
