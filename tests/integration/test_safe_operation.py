@@ -236,7 +236,11 @@ def test_api_server_stopped_mid_run_fails_once_and_the_rerun_converges(base, run
 
     again = run_playbook(TENANTS_PLAYBOOK, extra_vars=storm)
     assert again.rc == 0, again.explain()
-    assert module_result(again)["changed"] is True
+    rerun = module_result(again)
+    assert rerun["changed"] is True
+    # the killed run could not release its lock: the re-run took it over once it expired, and says so
+    assert rerun["lock"]["took_over"], rerun["lock"]
+    assert any("took over the lock" in w for w in rerun.get("warnings", [])), rerun.get("warnings")
     third = run_playbook(TENANTS_PLAYBOOK, extra_vars=storm)
     assert third.rc == 0 and third.changed == 0, third.explain()
     assert {PREFIX + "s%02d" % i for i in range(STORM_TENANTS)} <= cluster_queues(lab)
