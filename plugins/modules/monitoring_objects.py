@@ -286,13 +286,12 @@ diff:
 import copy
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, PruneScope
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     K8S_AUTH_ARG_SPEC,
     ApiException,
+    KubeAnsibleModule,
     get_client,
     translate_api_exception,
 )
@@ -403,7 +402,7 @@ def main() -> None:
             "instance_selector": {"type": "dict", "default": {"dashboards": "grafana"}},
         }},
     )
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module = KubeAnsibleModule(argument_spec=spec, supports_check_mode=True)
     try:
         result = run(module)
     except GpuaasError as err:

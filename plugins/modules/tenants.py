@@ -306,8 +306,6 @@ import base64
 import time
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, PruneScope
@@ -315,6 +313,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
     K8S_AUTH_ARG_SPEC,
     ApiException,
     ApiUnreachable,
+    KubeAnsibleModule,
     get_client,
     register_secrets,
     translate_api_exception,
@@ -716,17 +715,16 @@ class TenantsReconciler:
         return ["%s/%s" % (r.namespace, r.name) for r in stale]
 
 
-class TenantsModule(AnsibleModule):
-    """AnsibleModule that registers secrets inside dict options before the invocation is logged.
+class TenantsModule(KubeAnsibleModule):
+    """KubeAnsibleModule that also registers ``prometheus.token`` before the invocation is logged.
 
-    ``prometheus.token`` and a kubeconfig given as a dict are not ``no_log`` options (they are dicts with other,
-    harmless keys); their secret values go to ``no_log_values`` before ``_log_invocation`` writes the parameters
-    to syslog/journald, and so are masked there and in every result.
+    ``prometheus`` and a kubeconfig given as a dict are not ``no_log`` options (dicts with other, harmless keys);
+    their secret values go to ``no_log_values`` before ``_log_invocation`` writes the parameters to
+    syslog/journald, and so are masked there and in every result.
     """
 
-    def _log_invocation(self) -> None:
+    def register_secrets(self) -> None:
         register_module_secrets(self)
-        super()._log_invocation()
 
 
 def register_module_secrets(module: t.Any) -> None:

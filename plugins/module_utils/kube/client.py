@@ -216,6 +216,28 @@ def register_secrets(module: t.Any, params: t.Optional[t.Mapping[str, t.Any]] = 
         module.no_log_values.update(kubeconfig_secrets(kubeconfig))
 
 
+try:
+    from ansible.module_utils.basic import AnsibleModule as _AnsibleModule
+except ImportError:  # pragma: no cover - module_utils are always used under Ansible
+    _AnsibleModule = object  # type: ignore[assignment,misc]
+
+
+class KubeAnsibleModule(_AnsibleModule):  # type: ignore[misc,valid-type]
+    """AnsibleModule that registers the credentials inside a kubeconfig dict before the invocation is logged.
+
+    ``kubeconfig`` is a ``raw`` option (path or dict), so Ansible cannot mark it ``no_log``; its secret values go
+    to ``no_log_values`` before ``_log_invocation`` writes the parameters to syslog/journald, and are therefore
+    masked there and in every result. Modules with other secret-bearing dict options extend ``register_secrets``.
+    """
+
+    def register_secrets(self) -> None:
+        register_secrets(self)
+
+    def _log_invocation(self) -> None:
+        self.register_secrets()
+        super()._log_invocation()  # type: ignore[misc]
+
+
 class _MultiHeader(str):
     """A header name that may appear several times in one dict (Impersonate-Group)."""
 
