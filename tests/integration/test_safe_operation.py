@@ -319,3 +319,41 @@ def test_concurrent_runs_wait_or_fail_with_the_lock_message_and_prune_nothing_by
     assert deletes == [], deletes
     assert set(names) | {new} <= cluster_queues(lab)
     assert _lease_holder(lab) is None  # released
+
+
+def test_kueue_service_monitor_verifies_tls_with_a_ca(run_playbook, kube, lab):
+    """Hygiene (issue 11): the ServiceMonitor that makes Prometheus send its token to Kueue verifies the certificate;
+    the API server (the Prometheus Operator's CRD schema) accepts the CA Secret / ConfigMap references."""
+    ns = PREFIX + "kueue-tls"
+    kubectl(lab, "create", "namespace", ns)
+    sm_api = kube.resources.get(api_version="monitoring.coreos.com/v1", kind="ServiceMonitor")
+    base_vars = {"gpuaas_platform": "kubernetes", "gpuaas_observability_namespace": ns,
+                 "gpuaas_observability_kueue_namespace": ns, "gpuaas_observability_dcgm_monitor": "false",
+                 "gpuaas_observability_rules": False, "gpuaas_observability_dashboards": False}
+    try:
+        run = run_playbook(REPO / "playbooks" / "observability.yml", extra_vars=base_vars)
+        assert run.rc == 0, run.explain()
+        endpoint = sm_api.get(name="gpuaas-kueue", namespace=ns).to_dict()["spec"]["endpoints"][0]
+        assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+        assert endpoint["tlsConfig"] == {"insecureSkipVerify": False,
+                                         "serverName": "kueue-controller-manager-metrics-service.%s.svc" % ns,
+                                         "ca": {"secret": {"name": "metrics-server-cert", "key": "ca.crt"}}}
+        # a ConfigMap CA (OpenShift's service CA bundle shape) replaces the Secret: the Secret reference is removed
+        cm = run_playbook(REPO / "playbooks" / "observability.yml", extra_vars=dict(
+            base_vars, gpuaas_observability_kueue_ca_configmap={"name": "openshift-service-ca.crt",
+                                                               "key": "service-ca.crt"}))
+        assert cm.rc == 0, cm.explain()
+        tls = sm_api.get(name="gpuaas-kueue", namespace=ns).to_dict()["spec"]["endpoints"][0]["tlsConfig"]
+        assert tls["ca"] == {"configMap": {"name": "openshift-service-ca.crt", "key": "service-ca.crt"}}, tls
+        # insecure only as an explicit opt-in, and then with a warning
+        insecure = run_playbook(REPO / "playbooks" / "observability.yml", extra_vars=dict(
+            base_vars, gpuaas_observability_kueue_insecure_skip_verify=True))
+        assert insecure.rc == 0, insecure.explain()
+        tls = sm_api.get(name="gpuaas-kueue", namespace=ns).to_dict()["spec"]["endpoints"][0]["tlsConfig"]
+        assert tls == {"insecureSkipVerify": True}, tls
+        warnings = [w for r in insecure.task_results("Apply the monitoring objects") for w in r.get("warnings", [])]
+        assert any("insecure_skip_verify is true" in w for w in warnings), warnings
+    finally:
+        run_playbook(REPO / "playbooks" / "observability.yml", extra_vars=dict(base_vars,
+                                                                              gpuaas_observability_state="absent"))
+        kubectl(lab, "delete", "namespace", ns, "--wait=false")
