@@ -5,6 +5,15 @@
 #   keda.sh down     remove the APIService FIRST (an unavailable one breaks discovery and namespace
 #                    deletion), then stop both processes
 #   keda.sh status   one line "keda: healthy|unhealthy (...)"; non-zero exit when unhealthy
+#   keda.sh sync     restart both now if the role's settings changed (the watcher does it every 2 s)
+#
+# The settings the collection's keda role controls come from the operator Deployment its Helm release wrote
+# (LAB_KEDA_DEPLOYMENT, default gpuaas-keda/gpuaas-keda-operator: release, namespace and operator name of
+# playbooks/inventory/lab): WATCH_NAMESPACE and the operator's namespace (where it reads ClusterTriggerAuthentication
+# Secrets), read by lab/components/keda/settings.py (issue 11). When that Deployment is missing, `up` first runs the
+# collection's install path for KEDA (lab/components/keda/install.yml with the lab inventory). A watcher
+# (pid file keda-settings-watch.pid) restarts the operator when they change;
+# $LAB_DIR/keda/settings.env holds what the running operator uses.
 #
 # Called by lab/lab.sh with LAB_DIR, LAB_CACHE, LAB_PKI, LAB_BIN, KUBECONFIG (this component's own
 # cluster-admin identity, user lab:keda) and the *_VERSION variables.
@@ -26,6 +35,11 @@ OFF=${LAB_PORT_OFFSET:-0}  # lab.sh moves every port by LAB_PORT_OFFSET (a secon
 OPERATOR_METRICS=127.0.0.1:$((8082 + OFF)) OPERATOR_HEALTH=127.0.0.1:$((8083 + OFF)) GRPC=127.0.0.1:$((9666 + OFF))
 ADAPTER_PORT=$((6444 + OFF)) ADAPTER_METRICS_PORT=$((8084 + OFF))
 APISERVICE=v1beta1.external.metrics.k8s.io
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+PY=${LAB_PYTHON:-$ROOT/.venv/bin/python}
+DEPLOYMENT=${LAB_KEDA_DEPLOYMENT:-gpuaas-keda/gpuaas-keda-operator}
+DEP_NS=${DEPLOYMENT%%/*} DEP_NAME=${DEPLOYMENT##*/}
 
 log() { printf '[keda] %s\n' "$*" >&2; }
 kubectl() { "$LAB_BIN/kubectl" "$@"; }
@@ -104,6 +118,72 @@ register_prometheus() {
     "$OPERATOR_METRICS" "$ADAPTER_METRICS_PORT" >"$LAB_DIR/prometheus/targets/keda.json"
 }
 
+bootstrap_install() {
+  # The collection's install path for KEDA, with the lab inventory (no network: local charts, lab post-renderer).
+  local coll="$LAB_DIR/collections/ansible_collections/gpuaas"
+  mkdir -p "$coll"; ln -sfn "$ROOT" "$coll/platform"
+  log "no Deployment $DEPLOYMENT yet: installing KEDA with the collection (role gpuaas.platform.keda, lab inventory)"
+  ( cd "$ROOT" && PATH="$LAB_BIN:$(dirname "$PY"):$PATH" ANSIBLE_COLLECTIONS_PATH="$LAB_DIR/collections" \
+      LAB_DIR="$LAB_DIR" KUBECONFIG="$LAB_DIR/kubeconfig" K8S_AUTH_KUBECONFIG="$LAB_DIR/kubeconfig" \
+      "$(dirname "$PY")/ansible-playbook" -i "$ROOT/playbooks/inventory/lab" "$HERE/keda/install.yml" \
+      -e gpuaas_helm_post_renderer="$ROOT/tests/integration/files/install/lab_post_renderer.sh" \
+      >"$LAB_DIR/logs/keda-bootstrap.log" 2>&1 ) \
+    || { log "bootstrap install failed (log: $LAB_DIR/logs/keda-bootstrap.log)"; tail -20 "$LAB_DIR/logs/keda-bootstrap.log" >&2; return 1; }
+}
+
+read_settings() { # -> $STATE/settings.env.next
+  kubectl -n "$DEP_NS" get deployment "$DEP_NAME" -o json >"$STATE/deployment.json" 2>/dev/null || return 1
+  "$PY" "$HERE/keda/settings.py" "$STATE/deployment.json" >"$STATE/settings.env.next"
+}
+
+start_operator() {
+  # shellcheck disable=SC1091
+  source "$STATE/settings.env.next"
+  kubectl create namespace "$KEDA_NAMESPACE" >/dev/null 2>&1 || true
+  # WATCH_NAMESPACE "" = all namespaces; ClusterTriggerAuthentication Secrets are read in KEDA's namespace.
+  ( export WATCH_NAMESPACE KEDA_CLUSTER_OBJECT_NAMESPACE=$KEDA_NAMESPACE POD_NAMESPACE=$KEDA_NAMESPACE
+    start keda-operator "$BIN/keda" --leader-elect=false --zap-log-level=info --zap-encoder=console \
+      --metrics-bind-address="$OPERATOR_METRICS" --health-probe-bind-address="$OPERATOR_HEALTH" \
+      --metrics-service-bind-address="$GRPC" --cert-dir="$CERTS" --enable-cert-rotation=false \
+      --ca-dir="$CERTS" --enable-webhook-patching=false --enable-apiservice-patching=false )
+  wait_for "the operator's readyz on $OPERATOR_HEALTH" 90 keda-operator operator_ready || return 1
+  mv "$STATE/settings.env.next" "$STATE/settings.env"
+}
+
+start_adapter() { # the metrics apiserver, with the same settings as the operator
+  # shellcheck disable=SC1091
+  source "$STATE/settings.env"
+  ( export WATCH_NAMESPACE KEDA_CLUSTER_OBJECT_NAMESPACE=$KEDA_NAMESPACE POD_NAMESPACE=$KEDA_NAMESPACE
+    start keda-metrics-apiserver "$BIN/keda-adapter" --secure-port="$ADAPTER_PORT" --bind-address=127.0.0.1 \
+      --cert-dir="$CERTS" --tls-cert-file="$CERTS/tls.crt" --tls-private-key-file="$CERTS/tls.key" \
+      --metrics-service-address="$GRPC" --port="$ADAPTER_METRICS_PORT" \
+      --lister-kubeconfig="$KUBECONFIG" --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
+      --zap-log-level=info --zap-encoder=console )
+  wait_for "the metrics apiserver on 127.0.0.1:$ADAPTER_PORT" 90 keda-metrics-apiserver adapter_serving
+}
+
+cmd_sync() { # restart the operator when the role's settings changed
+  read_settings || { log "Deployment $DEPLOYMENT is gone: KEDA keeps its last settings"; return 0; }
+  if cmp -s "$STATE/settings.env.next" "$STATE/settings.env" 2>/dev/null && alive keda-operator; then return 0; fi
+  log "KEDA settings of $DEPLOYMENT changed ($(tr '\n' ' ' <"$STATE/settings.env.next")): restarting the operator and the metrics apiserver"
+  stop keda-metrics-apiserver
+  stop keda-operator
+  start_operator || { log "the KEDA operator did not come back (log: $LAB_DIR/logs/keda-operator.log)"; return 1; }
+  start_adapter || { log "the KEDA metrics apiserver did not come back (log: $LAB_DIR/logs/keda-metrics-apiserver.log)"; return 1; }
+}
+
+cmd_watch() {
+  while true; do
+    sleep 2
+    cmd_sync >>"$LAB_DIR/logs/keda-settings-watch.log" 2>&1 || true
+  done
+}
+
+stop_watcher() {
+  local f; f=$(pidfile keda-settings-watch)
+  if [ -f "$f" ]; then kill -TERM "$(cat "$f")" 2>/dev/null || true; rm -f "$f"; fi
+}
+
 cmd_up() {
   if [ ! -x "$BIN/keda" ] || [ ! -x "$BIN/keda-adapter" ]; then
     log "not built: $BIN/keda{,-adapter} missing (run: bash lab/lab.sh build)"; return 1
@@ -112,33 +192,27 @@ cmd_up() {
     log "already running"; register_prometheus; return 0
   fi
   cmd_down
-  mkdir -p "$STATE"
+  mkdir -p "$STATE" "$LAB_DIR/pids"
   make_certs
   kubectl apply --server-side --field-manager=lab-keda -f - >/dev/null <<'EOF'
 apiVersion: v1
 kind: Namespace
 metadata: {name: keda}
 EOF
-  # WATCH_NAMESPACE="" = all namespaces; cluster-scoped objects (ClusterTriggerAuthentication secrets) in keda.
-  export WATCH_NAMESPACE="" KEDA_CLUSTER_OBJECT_NAMESPACE=keda POD_NAMESPACE=keda
-  start keda-operator "$BIN/keda" --leader-elect=false --zap-log-level=info --zap-encoder=console \
-    --metrics-bind-address="$OPERATOR_METRICS" --health-probe-bind-address="$OPERATOR_HEALTH" \
-    --metrics-service-bind-address="$GRPC" --cert-dir="$CERTS" --enable-cert-rotation=false \
-    --ca-dir="$CERTS" --enable-webhook-patching=false --enable-apiservice-patching=false
-  wait_for "the operator's readyz on $OPERATOR_HEALTH" 90 keda-operator operator_ready || { cmd_down; return 1; }
-  start keda-metrics-apiserver "$BIN/keda-adapter" --secure-port="$ADAPTER_PORT" --bind-address=127.0.0.1 \
-    --cert-dir="$CERTS" --tls-cert-file="$CERTS/tls.crt" --tls-private-key-file="$CERTS/tls.key" \
-    --metrics-service-address="$GRPC" --port="$ADAPTER_METRICS_PORT" \
-    --lister-kubeconfig="$KUBECONFIG" --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
-    --zap-log-level=info --zap-encoder=console
-  wait_for "the metrics apiserver on 127.0.0.1:$ADAPTER_PORT" 90 keda-metrics-apiserver adapter_serving || { cmd_down; return 1; }
+  if ! kubectl -n "$DEP_NS" get deployment "$DEP_NAME" -o name >/dev/null 2>&1; then bootstrap_install || return 1; fi
+  read_settings || { log "cannot read Deployment $DEPLOYMENT after the install"; return 1; }
+  start_operator || { cmd_down; return 1; }
+  start_adapter || { cmd_down; return 1; }
   register_apiservice
   wait_for "APIService $APISERVICE to be Available" 60 keda-metrics-apiserver apiservice_available || { cmd_down; return 1; }
   register_prometheus
-  log "KEDA $KEDA_VERSION up (operator pid $(cat "$(pidfile keda-operator)"), metrics apiserver pid $(cat "$(pidfile keda-metrics-apiserver)"), APIService $APISERVICE Available)"
+  setsid bash "$HERE/keda.sh" watch >/dev/null 2>&1 </dev/null &
+  echo $! >"$(pidfile keda-settings-watch)"
+  log "KEDA $KEDA_VERSION up (operator pid $(cat "$(pidfile keda-operator)"), settings of $DEPLOYMENT: $(tr '\n' ' ' <"$STATE/settings.env"), metrics apiserver pid $(cat "$(pidfile keda-metrics-apiserver)"), APIService $APISERVICE Available)"
 }
 
 cmd_down() {
+  stop_watcher
   if [ -f "$KUBECONFIG" ]; then
     kubectl delete --ignore-not-found --wait=false apiservice "$APISERVICE" >/dev/null 2>&1 || true
   fi
@@ -161,5 +235,7 @@ case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  sync) cmd_sync ;;
+  watch) cmd_watch ;;
+  *) echo "usage: $0 up|down|status|sync" >&2; exit 2 ;;
 esac

@@ -91,3 +91,53 @@ def test_default_priority_is_refused_with_the_reason():
     text = str(err.value.problems)
     assert "gpuaas_tenants[0].default_priority" in text and "was removed" in text
     assert "kueue.x-k8s.io/priority-class" in text
+
+
+def test_admission_settings_from_options_replace_only_given_lists():
+    from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy
+
+    settings = tenancy.AdmissionSettings.from_options({"kueue_users": ["lab:kueue"], "platform_namespaces": None})
+    assert settings.kueue_users == ["lab:kueue"]
+    assert settings.platform_namespaces == list(tenancy.DEFAULT_PLATFORM_NAMESPACES)
+    assert settings.workload_controllers == list(tenancy.DEFAULT_WORKLOAD_CONTROLLERS)
+    assert tenancy.AdmissionSettings.from_options(None).automation_groups == ["system:masters"]
+
+
+def _lab_script(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lab_" + name.replace("/", "_"), os.path.join(ROOT, "lab", "components", name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lab_kueue_overlays_only_plumbing():
+    config = _lab_script("kueue/config.py")
+    role = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+            "health": {"healthProbeBindAddress": ":8081"}, "metrics": {"bindAddress": ":8443",
+                                                                       "enableClusterQueueResources": True},
+            "webhook": {"port": 9443}, "leaderElection": {"leaderElect": True, "resourceName": "x"},
+            "internalCertManagement": {"enable": True, "webhookServiceName": "s"},
+            "manageJobsWithoutQueueName": True, "managedJobsNamespaceSelector": {"matchLabels": {"a": "b"}},
+            "integrations": {"frameworks": ["batch/job", "pod"]}, "fairSharing": {"preemptionStrategies": ["X"]}}
+    import copy
+    out = config.apply(copy.deepcopy(role), config.overlays(8681, 8680, 10043, "/certs"))
+    for key in ("manageJobsWithoutQueueName", "managedJobsNamespaceSelector", "integrations", "fairSharing"):
+        assert out[key] == role[key]
+    assert out["metrics"] == {"bindAddress": "127.0.0.1:8680", "enableClusterQueueResources": True}
+    assert out["webhook"] == {"port": 10043, "host": "127.0.0.1", "certDir": "/certs"}
+    assert out["leaderElection"] == {"leaderElect": False, "resourceName": "x"}
+    assert out["featureGates"] == {"VisibilityOnDemand": False}
+    # every overlay is documented in docs/lab.md
+    lab_md = open(os.path.join(ROOT, "docs", "lab.md")).read()
+    for path, _value, _why in config.overlays(1, 2, 3, "/c"):
+        assert "`%s`" % path in lab_md or "`%s`" % path.rsplit(".", 1)[-1] in lab_md, path
+
+
+def test_lab_keda_takes_the_role_settings_from_the_operator_deployment():
+    settings = _lab_script("keda/settings.py")
+    deployment = {"metadata": {"namespace": "gpuaas-keda"}, "spec": {"template": {"spec": {"containers": [
+        {"name": "keda-operator", "env": [{"name": "WATCH_NAMESPACE", "value": "a,b"},
+                                          {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {}}}]}]}}}}
+    assert settings.settings(deployment) == {"WATCH_NAMESPACE": "a,b", "KEDA_NAMESPACE": "gpuaas-keda"}
