@@ -124,7 +124,9 @@ class Simulator:
             return machine_labels, dict(spec_meta.get("labels") or {}), list((tpl.get("spec") or {}).get("taints") or [])
         # Cluster API propagates only these label domains from the Machine to its Node
         node_labels = {k: v for k, v in machine_labels.items() if capi_propagates(k)}
-        return machine_labels, node_labels, list((tpl.get("spec") or {}).get("taints") or [])
+        # v1beta2 taints carry a propagation mode (Always | OnInitialization) that a Node taint does not have
+        taints = [{k: v for k, v in t_.items() if k != "propagation"} for t_ in (tpl.get("spec") or {}).get("taints") or []]
+        return machine_labels, node_labels, taints
 
     def delete_policy(self, kind: str, target: dict) -> str:
         spec = target.get("spec") or {}

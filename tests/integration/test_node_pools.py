@@ -99,7 +99,7 @@ class Flavour:
                                       "spec": {"clusterName": "lab", "bootstrap": {"dataSecretName": "lab-bootstrap"},
                                                "infrastructureRef": {"apiGroup": "infrastructure.lab.gpuaas.io",
                                                                      "kind": "KwokMachineTemplate", "name": "kwok"},
-                                               "taints": taints}}}}
+                                               "taints": [dict(t_, propagation="Always") for t_ in taints]}}}}
 
 
 class Lab:
