@@ -339,9 +339,9 @@ def test_kueue_service_monitor_verifies_tls_with_a_ca(run_playbook, kube, lab):
                                          "serverName": "kueue-controller-manager-metrics-service.%s.svc" % ns,
                                          "ca": {"secret": {"name": "metrics-server-cert", "key": "ca.crt"}}}
         # a ConfigMap CA (OpenShift's service CA bundle shape) replaces the Secret: the Secret reference is removed
-        cm = run_playbook(REPO / "playbooks" / "observability.yml", extra_vars=dict(
-            base_vars, gpuaas_observability_kueue_ca_configmap={"name": "openshift-service-ca.crt",
-                                                               "key": "service-ca.crt"}))
+        ca_configmap = {"name": "openshift-service-ca.crt", "key": "service-ca.crt"}
+        cm = run_playbook(REPO / "playbooks" / "observability.yml",
+                          extra_vars=dict(base_vars, gpuaas_observability_kueue_ca_configmap=ca_configmap))
         assert cm.rc == 0, cm.explain()
         tls = sm_api.get(name="gpuaas-kueue", namespace=ns).to_dict()["spec"]["endpoints"][0]["tlsConfig"]
         assert tls["ca"] == {"configMap": {"name": "openshift-service-ca.crt", "key": "service-ca.crt"}}, tls
@@ -354,6 +354,6 @@ def test_kueue_service_monitor_verifies_tls_with_a_ca(run_playbook, kube, lab):
         warnings = [w for r in insecure.task_results("Apply the monitoring objects") for w in r.get("warnings", [])]
         assert any("insecure_skip_verify is true" in w for w in warnings), warnings
     finally:
-        run_playbook(REPO / "playbooks" / "observability.yml", extra_vars=dict(base_vars,
-                                                                              gpuaas_observability_state="absent"))
+        run_playbook(REPO / "playbooks" / "observability.yml",
+                     extra_vars=dict(base_vars, gpuaas_observability_state="absent"))
         kubectl(lab, "delete", "namespace", ns, "--wait=false")
