@@ -150,7 +150,7 @@ capacity:
   returned: when O(check_capacity=true)
   type: dict
 diff:
-  description: Per-object before/after (with O(diff=true)).
+  description: Per-object before/after (with C(--diff)).
   returned: with --diff
   type: list
   elements: dict

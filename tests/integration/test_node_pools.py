@@ -315,6 +315,13 @@ def test_pool_objects_come_from_the_inventory(pool):
     assert env.replicas() == 0 and not env.pool_nodes()
 
 
+def test_node_pools_is_idempotent(pool, lab, run_playbook):
+    again = run_playbook(PLAYBOOK, extra_vars={"inv": pool["inv"], "prometheus_url": lab.prometheus_url}, diff=True)
+    assert again.rc == 0, again.explain()
+    result = again.task_results("ScaledObject")[0]
+    assert result["changed"] is False and result["summary"]["unchanged"] == 1, result
+
+
 def test_quota_above_the_pools_maximum_is_refused(pool, lab, run_playbook):
     inv = inventory(pool["env"].flavour, quota=MAX_NODES * GPUS + 8)
     run = run_playbook(PLAYBOOK, extra_vars={"inv": inv, "prometheus_url": lab.prometheus_url}, check=True)
