@@ -158,6 +158,8 @@ class Simulator:
                                                       "blockOwnerDeletion": True}]},
                     "spec": dict(((target["spec"].get("template") or {}).get("spec")) or {}),
                 }
+                if kind == "MachineDeployment":  # as Cluster API labels the Machines of a MachineDeployment
+                    body["metadata"]["labels"] = dict(machine_labels, **{"cluster.x-k8s.io/deployment-name": name})
                 if kind == "MachineSet":
                     body["spec"].pop("metadata", None)
                     body["spec"]["providerID"] = "kwok://%s" % mname

@@ -97,6 +97,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import node_pools as builders
 
 MERGE = "application/merge-patch+json"
+CAPI_DEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
 
 
 class ScaleDown:
@@ -127,7 +128,15 @@ class ScaleDown:
         uid = (target.get("metadata") or {}).get("uid")
         items = self._call("Machines", "list", self.client.resource("%s/%s" % (group, version), "Machine").list,
                            namespace=pool.target_namespace)
-        return [m for m in items if any(o.get("uid") == uid for o in ((m.get("metadata") or {}).get("ownerReferences") or []))]
+
+        def belongs(machine: t.Mapping[str, t.Any]) -> bool:
+            meta = machine.get("metadata") or {}
+            if any(o.get("uid") == uid for o in meta.get("ownerReferences") or []):
+                return True  # OpenShift: the MachineSet owns its Machines
+            # Cluster API: a MachineDeployment's Machines are owned by its MachineSets and carry its name as a label
+            return pool.target_kind == "MachineDeployment" and \
+                (meta.get("labels") or {}).get(CAPI_DEPLOYMENT_LABEL) == pool.target_name
+        return [m for m in items if belongs(m)]
 
     def pool(self, pool: NodePool) -> t.Dict[str, t.Any]:
         what = "%s %s/%s" % (pool.target_kind, pool.target_namespace, pool.target_name)

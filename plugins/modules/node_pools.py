@@ -245,7 +245,8 @@ class NodePoolsReconciler:
         p = self.params
         nodes = self.read_nodes() if p.get("check_capacity", True) else None
         model = TenantModel.from_inventory(self.inventory(), nodes)
-        self.warnings.extend(model.warnings)
+        if model.node_pools:  # without pools the tenants module reports the same warnings
+            self.warnings.extend(model.warnings)
         if model.node_pools and not model.prometheus.url:
             raise GpuaasError("gpuaas_node_pools need gpuaas_prometheus.url",
                               hint="the pools are driven by Kueue's quota metrics in Prometheus; set gpuaas_prometheus.url")
