@@ -107,10 +107,13 @@ def cleanup(kube, namespaces=(), cluster_objects=(), timeout=180):
     assert not errors, errors
 
 
-def make_namespace(kube, name):
-    # gpuaas.io/tenant: Kueue, as the collection configures it, manages jobs only in tenant namespaces (issue 11)
-    res(kube, "v1", "Namespace").create(body={"metadata": {"name": name, "labels": {
-        "lab.gpuaas.io/test": "controllers", "gpuaas.io/tenant": name}}})
+def make_namespace(kube, name, tenant=True):
+    # gpuaas.io/tenant: Kueue, as the collection configures it, manages jobs only in tenant namespaces, and the
+    # tenants' admission policy lets GPU pods run only there, through Kueue (issue 11)
+    labels = {"lab.gpuaas.io/test": "controllers"}
+    if tenant:
+        labels["gpuaas.io/tenant"] = name
+    res(kube, "v1", "Namespace").create(body={"metadata": {"name": name, "labels": labels}})
 
 
 def gpu_job(name, namespace, queue, gpus, run_seconds):
@@ -376,14 +379,20 @@ def keda(lab, kube):
     return svc
 
 
-def test_keda_scales_0_to_n_and_back_to_0_on_a_gpu_metric(lab, kube, keda):
+def test_keda_scales_0_to_n_and_back_to_0_on_a_gpu_metric(lab, kube, keda, kueue):
     """A Deployment with a ScaledObject on a Prometheus query of the simulated DCGM exporter: 0 replicas
     while the GPUs are idle, N when a pod's GPU gets busy (the operator activates 0 → 1, the HPA reads the
-    external metric through the KEDA metrics apiserver and scales 1 → N), back to 0 after the cooldown."""
-    ns = PREFIX + "keda-" + uuid.uuid4().hex[:5]
-    make_namespace(kube, ns)
+    external metric through the KEDA metrics apiserver and scales 1 → N), back to 0 after the cooldown.
+    The busy GPU pod runs through Kueue in a tenant namespace of its own (the tenants' admission policy refuses
+    GPU pods outside Kueue); the scaled Deployment lives in a namespace Kueue does not manage."""
+    suffix = uuid.uuid4().hex[:5]
+    ns, gpu_ns, cq = PREFIX + "keda-" + suffix, PREFIX + "kgpu-" + suffix, PREFIX + "kcq-" + suffix
+    make_namespace(kube, ns, tenant=False)
+    make_namespace(kube, gpu_ns)
     try:
-        query = 'sum(DCGM_FI_DEV_GPU_UTIL{namespace="%s"})' % ns
+        res(kube, KUEUE, "ClusterQueue").create(body=cluster_queue(cq, kueue, 8, ns_selector(gpu_ns)))
+        res(kube, KUEUE, "LocalQueue").create(body=local_queue("itctl-lq", gpu_ns, cq), namespace=gpu_ns)
+        query = 'sum(DCGM_FI_DEV_GPU_UTIL{namespace="%s"})' % gpu_ns
         res(kube, "apps/v1", "Deployment").create(namespace=ns, body={
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "worker", "namespace": ns},
             "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "worker"}},
@@ -414,9 +423,10 @@ def test_keda_scales_0_to_n_and_back_to_0_on_a_gpu_metric(lab, kube, keda):
 
         # A pod gets a GPU and makes it busy: the simulated exporter reports 90 % for it.
         wait_for_free_h100(kube, per_node=1, nodes=1)
-        res(kube, "v1", "Pod").create(namespace=ns, body={
+        res(kube, "v1", "Pod").create(namespace=gpu_ns, body={
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "busy", "namespace": ns, "annotations": {UTIL_ANNOTATION: "90"}},
+            "metadata": {"name": "busy", "namespace": gpu_ns, "annotations": {UTIL_ANNOTATION: "90"},
+                         "labels": {QUEUE_LABEL: "itctl-lq"}},
             "spec": {"terminationGracePeriodSeconds": 0,
                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                      "containers": [{"name": "train", "image": "registry.invalid/lab/train:1",
@@ -434,10 +444,10 @@ def test_keda_scales_0_to_n_and_back_to_0_on_a_gpu_metric(lab, kube, keda):
         assert external and external[0]["external"]["metric"]["name"].startswith("s0-prometheus"), hpa["status"]
 
         # The GPU goes idle (its pod ends): back to 0 after the cooldown.
-        res(kube, "v1", "Pod").delete(name="busy", namespace=ns, body={"gracePeriodSeconds": 0})
+        res(kube, "v1", "Pod").delete(name="busy", namespace=gpu_ns, body={"gracePeriodSeconds": 0})
         wait_until(lambda: not promql(lab, query), 60, "the busy GPU's series to disappear from Prometheus")
         wait_until(lambda: get(kube, "apps/v1", "Deployment", "worker", ns)["spec"].get("replicas") == 0,
                    60, "the Deployment to scale back to 0")
         assert (condition(get(kube, KEDA, "ScaledObject", "worker", ns), "Active") or {}).get("status") == "False"
     finally:
-        cleanup(kube, [ns])
+        cleanup(kube, [ns, gpu_ns], [(KUEUE, "ClusterQueue", cq)])
