@@ -454,3 +454,32 @@ def test_scale_down_removes_exactly_the_idle_nodes(pool, run_playbook):
     again = run_playbook(SCALEDOWN, extra_vars={"inv": pool["inv"]})
     assert again.rc == 0 and again.changed == 0, again.explain()
     assert env.replicas() == 1
+
+
+ROLE = """
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  roles:
+    - role: gpuaas.platform.tenants
+"""
+
+
+def test_the_tenants_role_applies_the_pools_and_prunes_a_removed_pool(pool, lab, run_playbook):
+    env = pool["env"]
+    f = env.flavour
+    inv = pool["inv"]
+    role_vars = {"gpuaas_flavors": [inv["flavor"]], "gpuaas_tenants": inv["tenants"], "gpuaas_node_pools": inv["pools"],
+                 "gpuaas_prometheus": {"url": lab.prometheus_url}, "gpuaas_tenants_lock": False}
+    env.custom.delete_namespaced_custom_object("keda.sh", "v1alpha1", f.namespace, "scaledobjects", "gpuaas-pool-" + POOL)
+    run = run_playbook(ROLE, extra_vars=role_vars)
+    assert run.rc == 0, run.explain()
+    so = env.custom.get_namespaced_custom_object("keda.sh", "v1alpha1", f.namespace, "scaledobjects", "gpuaas-pool-" + POOL)
+    assert so["spec"]["scaleTargetRef"]["name"] == TARGET
+    # quota 32 on a flavor whose nodes offer 0 GPUs: the role passed because the pools' maximum counts
+    assert run.task_results("Grow GPU node pools")[0]["capacity"][FLAVOR]["nvidia.com/gpu"] == "32"
+    # without the pool the flavor's nodes offer 0 GPUs: the quota is only accepted as an over-commit (warning)
+    run = run_playbook(ROLE, extra_vars=dict(role_vars, gpuaas_node_pools=[], gpuaas_allow_overcommit=True))
+    assert run.rc == 0, run.explain()
+    deleted = run.task_results("Grow GPU node pools")[0]["deleted"]
+    assert [(d["kind"], d["name"]) for d in deleted] == [("ScaledObject", "gpuaas-pool-" + POOL)], deleted
