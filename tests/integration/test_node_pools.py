@@ -285,10 +285,19 @@ def cleanup(env: Lab, f: Flavour) -> None:
             call()
         except client.ApiException:
             pass
+    # the garbage collector may delete the Machines first (owner reference to the target): 404 is fine
     for m in env.machines():
-        env.custom.delete_namespaced_custom_object(f.group, f.machine_version, f.namespace, "machines", m["metadata"]["name"])
+        try:
+            env.custom.delete_namespaced_custom_object(f.group, f.machine_version, f.namespace, "machines", m["metadata"]["name"])
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
     for n in env.pool_nodes():
-        env.core.delete_node(n.metadata.name)
+        try:
+            env.core.delete_node(n.metadata.name)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
     for ns in ([NS] if f.openshift else [NS, f.namespace]):
         try:
             env.core.delete_namespace(ns)
