@@ -35,11 +35,12 @@ from kubernetes.dynamic.exceptions import NotFoundError
 KUEUE = "kueue.x-k8s.io/v1beta2"
 PREFIX = "itfs-"
 RUN = uuid.uuid4().hex[:4]
-SETTLE = 8          # seconds the counts must hold still (no over-preemption, no late admission)
+SETTLE = 5          # seconds the counts must hold still (no over-preemption, no late admission)
 TIMEOUT = 60
 
 PLAYBOOK = """
 - hosts: localhost
+  connection: local
   gather_facts: false
   tasks:
     - name: Scenario flavors
