@@ -46,11 +46,22 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease",
                      "gpu-operator", "nvidia-gpu-operator", "openshift", "monitoring")
 SYSTEM_NAMESPACE_PREFIXES = ("kube-", "openshift-")
 
+# Kinds KEDA can scale (they have /scale) whose pod names the idle trigger knows how to match.
 SCALE_TARGET_KINDS = {
     "Deployment": "apps/v1",
     "StatefulSet": "apps/v1",
     "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1",
-    "InferenceService": "serving.kserve.io/v1beta1",
+}
+# InferenceService has no /scale: its predictor Deployment (KServe raw deployment mode) is scaled instead.
+INFERENCE_SERVICE_SUFFIX = "-predictor"
+# Kinds without /scale that users try to autoscale, and what to do instead (docs/autoscaling.md).
+NOT_SCALABLE_KINDS = {
+    "RayCluster": "has no /scale subresource; use Ray's in-tree autoscaler (enableInTreeAutoscaling) with Kueue's "
+                  "elastic jobs (annotation kueue.x-k8s.io/elastic-job: \"true\"), see docs/autoscaling.md",
+    "RayJob": "has no /scale subresource; its RayCluster scales with Ray's in-tree autoscaler, see docs/autoscaling.md",
+    "RayService": "has no /scale subresource; use Ray Serve autoscaling, see docs/autoscaling.md",
+    "Workload": "is Kueue's bookkeeping object, not a workload; scale the Deployment or StatefulSet that owns it",
+    "Job": "runs to completion; Kueue queues Jobs, KEDA ScaledJobs (not ScaledObjects) create them",
 }
 
 FLAVOR_KEYS = ("name", "node_labels", "node_taints", "tolerations", "topology_name")
@@ -65,9 +76,10 @@ BORROW_KEYS = ("policy", "max_priority_threshold")
 ACCESS_KEYS = ("admins", "users")
 QUEUE_KEYS = ("name", "namespaces")
 AUTOSCALING_KEYS = ("name", "namespace", "target", "min_replicas", "max_replicas", "idle_scale_to_zero",
-                    "polling_interval", "triggers")
+                    "load", "polling_interval", "cooldown_period", "triggers")
 TARGET_KEYS = ("kind", "name", "api_version")
-IDLE_KEYS = ("after_minutes", "utilization_threshold", "wake_query", "wake_threshold")
+IDLE_KEYS = ("after_minutes", "after_seconds", "utilization_threshold", "wake_query", "wake_threshold", "pod_regex")
+LOAD_KEYS = ("query", "target_per_replica", "activation_threshold")
 PROMETHEUS_KEYS = ("url", "token", "token_file", "token_secret", "ca_file", "validate_certs", "timeout")
 TOKEN_SECRET_KEYS = ("name", "namespace", "key")
 # -- gpuaas_node_pools (issue 13): GPU node pools grown and shrunk from Kueue's reserved quota ----------
@@ -148,11 +160,27 @@ class Autoscaling:
     min_replicas: int = 0
     max_replicas: int = 1
     polling_interval: t.Optional[int] = None
-    idle_after_minutes: t.Optional[int] = None
+    cooldown_period: t.Optional[int] = None
+    # idle scale-to-zero: the window (seconds) over which every GPU of the target's pods stayed at or below
+    # the utilization threshold; None = no idle trigger
+    idle_window_seconds: t.Optional[int] = None
     idle_utilization_threshold: str = "1"
+    pod_regex: t.Optional[str] = None
     wake_query: t.Optional[str] = None
-    wake_threshold: str = "1"
+    wake_threshold: str = "0"
+    # load-based scaling 1..max (KEDA metricType AverageValue: replicas = ceil(value / target_per_replica))
+    load_query: t.Optional[str] = None
+    load_target: t.Optional[str] = None
+    load_activation: t.Optional[str] = None
+    source_kind: t.Optional[str] = None  # the kind the user named when it differs (InferenceService)
     triggers: t.List[t.Dict[str, t.Any]] = field(default_factory=list)
+
+    @property
+    def idle_after_minutes(self) -> t.Optional[int]:
+        """The idle window in whole minutes (rounded up); kept for callers of the minutes-only model."""
+        if self.idle_window_seconds is None:
+            return None
+        return -(-self.idle_window_seconds // 60)
 
 
 @dataclass
@@ -408,6 +436,7 @@ class _Parser:
         model.priorities = self.priorities(inv.get("gpuaas_priorities"))
         model.prometheus = self.prometheus(inv.get("gpuaas_prometheus"))
         model.tenants = self.tenants(inv.get("gpuaas_tenants"), model)
+        self.idle_reclaim(model)
         model.node_pools = self.node_pools(inv.get("gpuaas_node_pools"), model)
         if nodes is not None:
             self.capacity(model, nodes)
@@ -766,10 +795,19 @@ class _Parser:
                 namespace = None
             target = self.mapping(apath + ".target", data.get("target"), TARGET_KEYS) or {}
             kind = target.get("kind", "Deployment")
-            api_version = target.get("api_version") or SCALE_TARGET_KINDS.get(kind)
-            if not api_version:
-                self.err(apath + ".target.kind", "%r needs target.api_version (known kinds: %s)" % (kind, ", ".join(SCALE_TARGET_KINDS)))
             target_name = self.name(apath + ".target.name", target.get("name"))
+            source_kind = None
+            api_version = target.get("api_version")
+            if kind in NOT_SCALABLE_KINDS:
+                self.err(apath + ".target.kind", "KEDA cannot scale a %s: it %s" % (kind, NOT_SCALABLE_KINDS[kind]))
+            elif kind == "InferenceService":
+                # KServe InferenceService has no /scale: scale its predictor Deployment (raw deployment mode).
+                source_kind, kind, api_version = "InferenceService", "Deployment", "apps/v1"
+                target_name = (target_name + INFERENCE_SERVICE_SUFFIX) if target_name else target_name
+            api_version = api_version or SCALE_TARGET_KINDS.get(kind)
+            if not api_version and kind not in NOT_SCALABLE_KINDS:
+                self.err(apath + ".target.kind", "%r needs target.api_version (known kinds: %s, InferenceService)"
+                         % (kind, ", ".join(SCALE_TARGET_KINDS)))
             min_r = self.integer(apath + ".min_replicas", data.get("min_replicas", 0), 0)
             max_r = self.integer(apath + ".max_replicas", data.get("max_replicas", max(min_r or 0, 1)), 1)
             if min_r is not None and max_r is not None and min_r > max_r:
@@ -777,7 +815,11 @@ class _Parser:
             polling = data.get("polling_interval")
             if polling is not None:
                 polling = self.integer(apath + ".polling_interval", polling, 1)
+            cooldown = data.get("cooldown_period")
+            if cooldown is not None:
+                cooldown = self.integer(apath + ".cooldown_period", cooldown, 0)
             idle = self.mapping(apath + ".idle_scale_to_zero", data.get("idle_scale_to_zero"), IDLE_KEYS)
+            load = self.mapping(apath + ".load", data.get("load"), LOAD_KEYS)
             triggers = self.sequence(apath + ".triggers", data.get("triggers"))
             for k, trig in enumerate(triggers):
                 tdata = self.mapping("%s.triggers[%d]" % (apath, k), trig)
@@ -786,30 +828,153 @@ class _Parser:
             auto = Autoscaling(name=name or "", namespace=namespace or "", target_kind=kind,
                                target_name=target_name or "", target_api_version=api_version or "",
                                min_replicas=min_r or 0, max_replicas=max_r or 1, polling_interval=polling,
+                               cooldown_period=cooldown, source_kind=source_kind,
                                triggers=[dict(x) for x in triggers if isinstance(x, t.Mapping)])
-            if idle:
-                auto.idle_after_minutes = self.integer(apath + ".idle_scale_to_zero.after_minutes", idle.get("after_minutes", 15), 1)
-                thr = idle.get("utilization_threshold", 1)
-                try:
-                    parse_quantity(thr)
-                    auto.idle_utilization_threshold = quantity_text(thr)
-                except ValueError as exc:
-                    self.err(apath + ".idle_scale_to_zero.utilization_threshold", str(exc))
-                auto.wake_query = idle.get("wake_query")
-                auto.wake_threshold = quantity_text(idle.get("wake_threshold", 1))
-                if auto.min_replicas != 0:
-                    self.err(apath + ".min_replicas", "must be 0 with idle_scale_to_zero")
-                if not model.prometheus.url:
-                    self.err(apath + ".idle_scale_to_zero",
-                             "reads GPU utilization from Prometheus: set gpuaas_prometheus.url in the inventory")
-            elif not auto.triggers:
-                self.err(apath, "needs idle_scale_to_zero or triggers")
+            idle_set = idle is not None and data.get("idle_scale_to_zero") is not None
+            load_set = load is not None and data.get("load") is not None
+            if idle_set:
+                self.idle_settings(apath, idle or {}, auto)
+            if load_set:
+                self.load_settings(apath, load or {}, auto)
+            if (idle_set or load_set) and not model.prometheus.url:
+                self.err(apath + (".idle_scale_to_zero" if idle_set else ".load"),
+                         "reads %s from Prometheus: set gpuaas_prometheus.url in the inventory"
+                         % ("GPU utilization" if idle_set else "its metric"))
+            if not idle_set and not load_set and not auto.triggers:
+                self.err(apath, "needs idle_scale_to_zero, load or triggers")
             if name and namespace:
                 if (namespace, name) in seen:
                     self.err(apath + ".name", "duplicate ScaledObject %s/%s" % (namespace, name))
                 seen[(namespace, name)] = j
                 out.append(auto)
         return out
+
+    def idle_settings(self, apath: str, idle: t.Mapping[str, t.Any], auto: Autoscaling) -> None:
+        """idle_scale_to_zero: window, threshold, pod match and wake signal; checks the target kind allows 0."""
+        ipath = apath + ".idle_scale_to_zero"
+        if idle.get("after_minutes") is not None and idle.get("after_seconds") is not None:
+            self.err(ipath, "set after_minutes or after_seconds, not both")
+        if idle.get("after_seconds") is not None:
+            seconds = self.integer(ipath + ".after_seconds", idle.get("after_seconds"), 10)
+        else:
+            minutes = self.integer(ipath + ".after_minutes", idle.get("after_minutes", 15), 1)
+            seconds = minutes * 60 if minutes is not None else None
+        auto.idle_window_seconds = seconds or 900
+        thr = idle.get("utilization_threshold", 1)
+        try:
+            parse_quantity(thr)
+            auto.idle_utilization_threshold = quantity_text(thr)
+        except ValueError as exc:
+            self.err(ipath + ".utilization_threshold", str(exc))
+        wake = idle.get("wake_query")
+        if wake is not None and (not isinstance(wake, str) or not wake.strip()):
+            self.err(ipath + ".wake_query", "must be a PromQL expression returning one value")
+            wake = None
+        auto.wake_query = wake
+        try:
+            parse_quantity(idle.get("wake_threshold", 0))
+            auto.wake_threshold = quantity_text(idle.get("wake_threshold", 0))
+        except ValueError as exc:
+            self.err(ipath + ".wake_threshold", str(exc))
+        regex = idle.get("pod_regex")
+        if regex is not None:
+            try:
+                if not isinstance(regex, str) or not regex:
+                    raise re.error("empty")
+                re.compile(regex)
+                auto.pod_regex = regex
+            except re.error as exc:
+                self.err(ipath + ".pod_regex", "must be a regular expression matched against whole pod names (%s)" % exc)
+        elif auto.target_kind not in SCALE_TARGET_KINDS:
+            self.err(ipath + ".pod_regex", "is required for a %s target: the idle trigger must know the names of the "
+                                           "target's own pods (e.g. '%s-[0-9]+')" % (auto.target_kind, auto.target_name or "name"))
+        elif auto.target_kind == "Deployment" and len(auto.target_name) > 46:
+            self.warnings.append("%s.target.name: pod names of a Deployment named longer than 46 characters are "
+                                 "truncated, so the idle trigger may miss its pods; set idle_scale_to_zero.pod_regex"
+                                 % apath)
+        if auto.min_replicas != 0:
+            self.err(apath + ".min_replicas", "must be 0 with idle_scale_to_zero")
+        if not wake and not auto.triggers:
+            self.warnings.append(
+                "%s.idle_scale_to_zero: without wake_query (or load.query) nothing brings %s %s back from zero; set "
+                "wake_query to a request-rate or queue-depth PromQL, or scale it up by hand"
+                % (apath, auto.target_kind, auto.target_name))
+
+    def load_settings(self, apath: str, load: t.Mapping[str, t.Any], auto: Autoscaling) -> None:
+        """load: scale between 1 and max_replicas on a metric (AverageValue: one replica per target_per_replica)."""
+        lpath = apath + ".load"
+        query = load.get("query") or auto.wake_query
+        if not query or not isinstance(query, str):
+            self.err(lpath + ".query", "is required (or set idle_scale_to_zero.wake_query, which load then uses)")
+        auto.load_query = query if isinstance(query, str) else None
+        if load.get("target_per_replica") is None:
+            self.err(lpath + ".target_per_replica", "is required: the value of the query one replica handles")
+        for key in ("target_per_replica", "activation_threshold"):
+            if load.get(key) is None:
+                continue
+            try:
+                number = parse_quantity(load[key])
+            except ValueError as exc:
+                self.err("%s.%s" % (lpath, key), str(exc))
+                continue
+            if key == "target_per_replica" and number <= 0:
+                self.err(lpath + ".target_per_replica", "must be above 0, got %s" % load[key])
+                continue
+            setattr(auto, "load_target" if key == "target_per_replica" else "load_activation", quantity_text(load[key]))
+        if auto.target_kind == "StatefulSet":
+            self.err(lpath, "a StatefulSet under Kueue scales only between 0 and N (Kueue refuses other replica changes); "
+                            "use idle_scale_to_zero with max_replicas: N and no load")
+
+    def idle_reclaim(self, model: TenantModel) -> None:
+        """Warn when a tenant that scales to zero when idle could not take its GPUs back from borrowers.
+
+        While it is at zero, other ClusterQueues of its cohort tree may borrow its unused nominal quota; on wake-up
+        only its own ``reclaimWithinCohort`` lets Kueue preempt them (Kueue's default is Never; LowerPriority
+        spares borrowers of equal or higher priority). ``lending_limit: 0`` on every accelerator keeps it unlent.
+        """
+        parents = {c.name: c.parent for c in model.cohorts}
+        values = {p.name: p.value for p in model.priorities}
+
+        def root(cohort: t.Optional[str]) -> t.Optional[str]:
+            seen: t.Set[str] = set()
+            while cohort and parents.get(cohort) and cohort not in seen:
+                seen.add(cohort)
+                cohort = parents[cohort]
+            return cohort
+
+        for i, tenant in enumerate(model.tenants):
+            idle = [a.name for a in tenant.autoscaling if a.idle_window_seconds]
+            if not tenant.present or not idle or not tenant.cohort:
+                continue
+            lent = [r for q in tenant.quotas for r, v in q.resources.items()
+                    if is_accelerator(r) and parse_quantity(v) > 0
+                    and parse_quantity(q.lending_limit.get(r, v)) > 0]
+            if not lent:
+                continue  # lending_limit 0 on every accelerator: nothing is ever lent
+            tree = root(tenant.cohort)
+            others = [o for o in model.tenants if o is not tenant and o.present and o.cohort and root(o.cohort) == tree]
+            if not others:
+                continue
+            policy = tenant.preemption.reclaim_within_cohort or "Never"
+            if policy == "Never":
+                blocked = others
+            elif policy == "LowerPriority":
+                # a workload without a priority class has priority 0; compare the best each tenant may use
+                def best(other: Tenant) -> int:
+                    names = other.allowed_priorities if other.allowed_priorities is not None else list(values)
+                    return max([0] + [values[n] for n in names if n in values])
+                blocked = [o for o in others if best(o) >= best(tenant)]
+            else:
+                continue
+            if not blocked:
+                continue
+            self.warnings.append(
+                "gpuaas_tenants[%d].preemption.reclaim_within_cohort: tenant %s scales %s to zero when idle, but with "
+                "reclaim_within_cohort %s%s it cannot take its GPUs back from borrowers of equal or higher priority "
+                "in cohort %s (%s): its nominal quota is not guaranteed after an idle period. Set "
+                "preemption.reclaim_within_cohort: Any, or lending_limit: 0 on its GPU quotas to keep them unlent."
+                % (i, tenant.name, ", ".join(idle), policy, " (Kueue's default)" if not tenant.preemption.reclaim_within_cohort else "",
+                   tree, ", ".join(sorted(o.name for o in blocked))))
 
     def node_pools(self, value: t.Any, model: TenantModel) -> t.List[NodePool]:
         """``gpuaas_node_pools``: each pool feeds one flavor; its nodes must carry the flavor's node labels."""
@@ -933,6 +1098,22 @@ def _fmt(value: Decimal) -> str:
     if value == value.to_integral_value():
         return str(int(value))
     return str(value.normalize())
+
+
+def parse_autoscaling(entry: t.Mapping[str, t.Any], namespace: str,
+                      prometheus_url: t.Optional[str]) -> t.Tuple[Autoscaling, t.List[str]]:
+    """One ``autoscaling`` entry outside a tenant (the ``scaled_object`` module): ``(Autoscaling, warnings)``;
+    raises ``InventoryError`` listing every problem, with paths under ``options``."""
+    parser = _Parser()
+    model = TenantModel(prometheus=PrometheusSettings(url=prometheus_url))
+    autos = parser.autoscaling("options", [dict(entry, namespace=namespace)], [namespace], model)
+    if parser.errors or not autos:
+        raise InventoryError("The autoscaling options have %d problem%s; nothing was changed."
+                             % (len(parser.errors), "" if len(parser.errors) == 1 else "s"),
+                             hint="Fix every listed option (see ansible-doc gpuaas.platform.scaled_object and docs/autoscaling.md).",
+                             problems=[e.replace("options[0].", "").replace("gpuaas_prometheus.url in the inventory", "prometheus_url")
+                                       for e in parser.errors])
+    return autos[0], [w.replace("options[0].", "") for w in parser.warnings]
 
 
 # -- the part of the contract observers read (validate, monitoring rules) ---------------------------------

@@ -129,7 +129,8 @@ def test_admission_policy_binding_spares_only_the_platform_namespaces():
     assert binding["spec"]["policyName"] == policy["metadata"]["name"] == "gpuaas-require-kueue-queue"
     assert binding["spec"]["validationActions"] == ["Deny"]
     assert binding["spec"]["matchResources"]["namespaceSelector"] == {"matchExpressions": [
-        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gpu-operator", "monitoring"]}]}
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gpu-operator", "monitoring"]},
+        {"key": "gpuaas.io/platform", "operator": "DoesNotExist"}]}
     defaults = builders.admission_policy()[1]["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]
     assert {"gpu-operator", "nvidia-gpu-operator", "kube-system", "kueue-system"} <= set(defaults["values"])
 
@@ -227,7 +228,9 @@ def test_scaled_object_idle_scale_to_zero():
     trig = spec["triggers"][0]
     assert trig["type"] == "prometheus"
     assert trig["metadata"]["serverAddress"] == "http://127.0.0.1:9090"
-    assert 'DCGM_FI_DEV_GPU_UTIL{namespace="nlp-serve",pod=~"vllm-.*"}[15m]' in trig["metadata"]["query"]
+    # the Deployment's own pods (name grammar), not the prefix vllm-.* that also matched vllm-canary (issue 12)
+    assert 'DCGM_FI_DEV_GPU_UTIL{namespace="nlp-serve",pod=~"vllm-[bcdfghjklmnpqrstvwxz2456789]{1,10}-' in trig["metadata"]["query"]
+    assert 'vllm-.*' not in trig["metadata"]["query"]
     assert 'exported_namespace="nlp-serve"' in trig["metadata"]["query"]
     assert trig["metadata"]["activationThreshold"] == "1"
     assert "authenticationRef" not in trig

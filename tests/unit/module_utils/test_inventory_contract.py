@@ -34,6 +34,7 @@ CONTRACT = {
     ("gpuaas_tenants", "autoscaling"): model.AUTOSCALING_KEYS,
     ("gpuaas_tenants", "autoscaling", "target"): model.TARGET_KEYS,
     ("gpuaas_tenants", "autoscaling", "idle_scale_to_zero"): model.IDLE_KEYS,
+    ("gpuaas_tenants", "autoscaling", "load"): model.LOAD_KEYS,
 }
 
 

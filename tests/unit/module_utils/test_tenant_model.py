@@ -166,7 +166,7 @@ def test_preemption_and_autoscaling_checks():
     text = "\n".join(problems(inv))
     assert "gpuaas_tenants[0].preemption.reclaim_within_cohort: 'Sometimes' is not one of Never, LowerPriority, Any" in text
     assert "gpuaas_tenants[0].autoscaling[0].namespace: unknown tenant namespace 'vision-dev'" in text
-    assert "gpuaas_tenants[0].autoscaling[1]: needs idle_scale_to_zero or triggers" in text
+    assert "gpuaas_tenants[0].autoscaling[1]: needs idle_scale_to_zero, load or triggers" in text
 
 
 def test_idle_scale_to_zero_needs_prometheus():
