@@ -155,6 +155,9 @@ def refused(result: subprocess.CompletedProcess, *phrases: str) -> None:
 def installed(lab, run_playbook):
     if lab.kueue_api != "v1beta2":
         pytest.skip("needs the lab's real Kueue (LAB_KUEUE_API=v1beta2)")
+    # a previous run's namespaces may still be terminating
+    wait_until(lambda: all(get_json(lab, "namespace", ns) is None for ns in (A, B, STRICT, OWN)), 120,
+               "the namespaces of a previous run to be gone")
     # 1. the collection's install path for Kueue, as install.yml runs the kueue role
     run = run_playbook(KUEUE_INSTALL, inventory=LAB_INVENTORY,
                        extra_vars={"gpuaas_helm_post_renderer": str(POST_RENDERER)}, timeout=400)
@@ -272,6 +275,9 @@ def test_gpu_pod_in_a_namespace_that_is_no_tenants_is_refused(installed, lab):
     cpu = pod(name("cpu"), OWN)
     cpu["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
     assert as_tenant(lab, cpu).returncode == 0
+    # and the namespace's admin cannot make it a tenant's, or a platform namespace, by labelling it
+    for label in ("gpuaas.io/tenant=%s" % A, "gpuaas.io/platform=mine"):
+        refused(kubectl(lab, "label", "namespace", OWN, label, context=lab.tenant_context), "forbidden")
 
 
 def test_local_queue_pointing_at_another_tenants_cluster_queue(installed, lab):

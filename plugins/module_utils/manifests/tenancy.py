@@ -242,6 +242,9 @@ def tenant_cluster_role_binding(tenant: Tenant, subjects: t.List[t.Dict[str, str
 # -- admission policy ----------------------------------------------------------------------------------------
 
 ALLOWED_PRIORITIES_ANNOTATION = "gpuaas.io/allowed-priorities"
+# A namespace a cluster admin labels ``gpuaas.io/platform`` is on the platform allow-list too (tenants and project
+# owners cannot label their Namespace objects, exactly as with ``gpuaas.io/tenant``).
+PLATFORM_LABEL = "gpuaas.io/platform"
 PRIORITY_LABEL = kueue_integrations.PRIORITY_LABEL
 ADMISSION_GATE = kueue_integrations.ADMISSION_GATE
 
@@ -536,7 +539,8 @@ def admission_policy(settings: t.Optional[AdmissionSettings] = None,
             "validationActions": ["Deny"],
             "matchResources": {"namespaceSelector": {"matchExpressions": [
                 {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                 "values": sorted(set(settings.platform_namespaces))}]}},
+                 "values": sorted(set(settings.platform_namespaces))},
+                {"key": PLATFORM_LABEL, "operator": "DoesNotExist"}]}},
         },
     }
     return [policy, binding]
