@@ -36,7 +36,7 @@ FLAVOR, COHORT = "tq-h100-%s" % ID, "tq-pool-%s" % ID
 STARVED, BURSTY, IDLE = "tqstarved%s" % ID, "tqbursty%s" % ID, "tqidle%s" % ID
 NS = {STARVED: "tq-starved-%s" % ID, BURSTY: "tq-bursty-%s" % ID, IDLE: "tq-idle-%s" % ID}
 JOBS = {STARVED: (3, "90"), BURSTY: (2, "50"), IDLE: (1, "0")}   # 1-GPU Jobs per tenant and their utilization
-WINDOW, STEP, WINDOW_AFTER = 40, 5, 20
+WINDOW, STEP, WINDOW_AFTER = 30, 5, 15
 PRICE = 2.0
 GPU = "nvidia.com/gpu"
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -106,9 +106,9 @@ def hours(seconds: float) -> float:
     return round(seconds / 3600.0, 4)
 
 
-def measure_task(tenants, window: int, step: int = STEP, min_window: int = 20, **extra) -> str:
+def measure_task(tenants, window: int, step: int = STEP, min_window: int = WINDOW_AFTER, **extra) -> str:
     args = {"tenants": tenants, "flavors": inventory()["gpuaas_flavors"], "window": "%ds" % window, "step": "%ds" % step,
-            "time": str(int(time.time()) - STEP), "min_window": "%ds" % min_window, "idle_for": "20s",
+            "time": str(int(time.time()) - STEP), "min_window": "%ds" % min_window, "idle_for": "%ds" % WINDOW_AFTER,
             "kueue_source": "prometheus", "gpu_prices": {FLAVOR: PRICE}, "currency": "EUR"}
     args.update(extra)
     return """
@@ -163,8 +163,8 @@ def scenario(lab, kube, run_playbook, tmp_path_factory):
 def test_figures_recommendations_showback_patch_and_reconvergence(scenario, run_playbook, lab, kube):
     # --- the validate role: report, HTML, CSV/JSON showback, patch -----------------------------------------------
     report_path = scenario["site"] / "report"
-    extra = {"gpuaas_validate_window": "%ds" % WINDOW, "gpuaas_validate_step": "%ds" % STEP, "gpuaas_validate_min_window": "20s",
-             "gpuaas_validate_idle_for": "20s", "gpuaas_validate_health_checks": [], "gpuaas_validate_kueue_source": "prometheus",
+    extra = {"gpuaas_validate_window": "%ds" % WINDOW, "gpuaas_validate_step": "%ds" % STEP, "gpuaas_validate_min_window": "%ds" % WINDOW_AFTER,
+             "gpuaas_validate_idle_for": "%ds" % WINDOW_AFTER, "gpuaas_validate_health_checks": [], "gpuaas_validate_kueue_source": "prometheus",
              "gpuaas_validate_gpu_prices": {FLAVOR: PRICE}, "gpuaas_validate_currency": "EUR",
              "gpuaas_validate_min_utilization": None, "gpuaas_validate_max_idle_gpus": None,
              "gpuaas_validate_report_path": str(report_path), "gpuaas_prometheus": {"url": lab.prometheus_url}}
@@ -258,14 +258,14 @@ def test_figures_recommendations_showback_patch_and_reconvergence(scenario, run_
 
 def test_short_or_uncovered_window_says_insufficient_data(scenario, run_playbook):
     tenants = inventory()["gpuaas_tenants"]
-    short = run_playbook(measure_task(tenants, 15, min_window=20))
+    short = run_playbook(measure_task(tenants, WINDOW_AFTER - STEP))
     assert short.rc == 0, short.explain()
     recs = short.task_results("measure")[0]["recommendations"]
     assert [r["kind"] for r in recs if r["kind"] not in ("idle_gpus", "unallocated_while_waiting")] == ["insufficient_data"]
-    assert "shorter than the minimum 20s" in recs[0]["message"] and not mine(recs) - {(IDLE, "idle_gpus")}
+    assert "shorter than the minimum %ds" % WINDOW_AFTER in recs[0]["message"] and not mine(recs) - {(IDLE, "idle_gpus")}
     # long enough, but the tenants' queues exist for only part of it: per-queue coverage below 90 %
     age = time.time() - scenario["since"] + WINDOW
-    long = run_playbook(measure_task(tenants, int(age * 3) // STEP * STEP, min_window=20))
+    long = run_playbook(measure_task(tenants, int(age * 3) // STEP * STEP))
     assert long.rc == 0, long.explain()
     res = long.task_results("measure")[0]
     kinds = {(r["tenant"], r["kind"]) for r in res["recommendations"] if r.get("tenant") in NS or r["kind"] == "insufficient_data"}
