@@ -132,5 +132,13 @@ bench-fairness: collection
 	@source $(CURDIR)/.lab-fair/env && $(PY) bench/fairness/run.py $(FAIRNESS_ARGS); rc=$$?; \
 	  LAB_DIR=$(CURDIR)/.lab-fair bash lab/lab.sh down; exit $$rc
 
+# Issue 12: idle -> zero -> borrowed -> wake -> reclaimed, >= 5 cycles on the real KEDA, Kueue and Prometheus of its own
+# lab (.lab-autoscaling, ports +900); results in bench/autoscaling/results/summary.json and docs/benchmarks.md.
+.PHONY: bench-autoscaling
+bench-autoscaling: collection
+	@LAB_DIR=$(CURDIR)/.lab-autoscaling LAB_PORT_OFFSET=900 LAB_COMPONENTS="kueue keda" bash lab/lab.sh up
+	@source $(CURDIR)/.lab-autoscaling/env && $(PY) bench/autoscaling/run.py $(AUTOSCALING_ARGS); rc=$$?; \
+	  LAB_DIR=$(CURDIR)/.lab-autoscaling bash lab/lab.sh down; exit $$rc
+
 clean: lab-down
 	rm -rf .build $(VENV)
