@@ -379,3 +379,30 @@ def test_no_gpu_pod_is_bound_outside_quota(installed, lab):
                         for c in p["spec"]["containers"] for k in ((c.get("resources") or {}).get("limits") or {}))
             if wants and p["spec"].get("nodeName"):
                 assert p["metadata"]["name"].startswith("fits-"), "GPU pod %s/%s bound" % (ns, p["metadata"]["name"])
+
+
+def test_workload_priority_is_checked_for_crd_kinds(installed, lab):
+    """A RayCluster's pod template is not visible to the policy, but the priority Kueue computes for its Workload is:
+    a priorityClassName outside the allow-list leaves the RayCluster without a Workload (never admitted), while the
+    same RayCluster without it gets one."""
+    def ray_cluster(n: str, priority_class: str | None) -> dict:
+        spec = pod_spec(gpus=1, restartPolicy="Always")
+        spec["containers"][0]["name"] = "ray-head"
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                "metadata": {"name": n, "namespace": A, "labels": {QUEUE: "default"}},
+                "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": spec}}}}
+
+    def workload_of(n: str) -> list:
+        return [w for w in workloads(lab, A) if n in json.dumps(w["metadata"].get("ownerReferences"))]
+
+    bad, good = name("ray-vip"), name("ray")
+    for n, pc in ((bad, "system-node-critical"), (good, None)):
+        created = kubectl(lab, "create", "-f", "-", stdin=json.dumps(ray_cluster(n, pc)))  # even the admin
+        assert created.returncode == 0, created.stderr
+    wait_until(lambda: workload_of(good), 30, "Kueue to create the Workload of the RayCluster without priority")
+    time.sleep(3)
+    assert not workload_of(bad), "a Workload with priority class system-node-critical was admitted to the API"
+    assert get_json(lab, "raycluster.ray.io", "-n", A, bad)["spec"].get("suspend") is True
+    kubectl(lab, "delete", "raycluster.ray.io", bad, good, "-n", A, "--wait=false")

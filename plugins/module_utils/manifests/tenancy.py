@@ -401,6 +401,11 @@ def admission_policy(settings: t.Optional[AdmissionSettings] = None,
             % ALLOWED_PRIORITIES_ANNOTATION},
         {"name": "allowedText", "expression":
             "size(variables.allowed) == 0 ? 'none' : variables.allowed.join(', ')"},
+        # v1beta2 Workloads name it in spec.priorityClassRef, v1beta1 in spec.priorityClassName
+        {"name": "workloadPriorityClass", "expression":
+            "!variables.isWorkload ? '' : (has(object.spec.priorityClassRef) && has(object.spec.priorityClassRef.name) "
+            "? object.spec.priorityClassRef.name : (has(object.spec.priorityClassName) ? "
+            "object.spec.priorityClassName : ''))"},
         {"name": "priorityLabel", "expression":
             "'%s' in variables.labels ? variables.labels['%s'] : ''" % (PRIORITY_LABEL, PRIORITY_LABEL)},
         # KEDA: the platform's Prometheus credential
@@ -492,13 +497,14 @@ def admission_policy(settings: t.Optional[AdmissionSettings] = None,
                 "(gpuaas_tenants[].allowed_priorities).'" % PRIORITY_LABEL,
             "reason": "Forbidden",
         },
-        {   # 9. the choke point for every framework: the priority Kueue computed for the Workload
-            "expression": "!variables.isWorkload || !variables.restricted || !has(object.spec.priorityClassName) || "
-                          "object.spec.priorityClassName == '' || object.spec.priorityClassName in variables.allowed",
+        {   # 9. the choke point for every framework: the priority class Kueue resolved for the Workload
+            "expression": "!variables.isWorkload || !variables.restricted || variables.workloadPriorityClass == '' || "
+                          "variables.workloadPriorityClass in variables.allowed",
             "messageExpression":
-                "'Workload ' + object.metadata.name + ' has priority class ' + object.spec.priorityClassName + "
+                "'Workload ' + object.metadata.name + ' has priority class ' + variables.workloadPriorityClass + "
                 "', which tenant namespace ' + request.namespace + ' may not use (allowed: ' + "
-                "variables.allowedText + '). Set the label %s of the job to an allowed class.'" % PRIORITY_LABEL,
+                "variables.allowedText + '). Set the label %s of the job to an allowed class, and no "
+                "priorityClassName in its pod templates.'" % PRIORITY_LABEL,
             "reason": "Forbidden",
         },
         {   # 10. the platform's Prometheus credential: only the collection's identity writes triggers using it
