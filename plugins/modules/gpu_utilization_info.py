@@ -143,8 +143,8 @@ options:
     default: []
   gpu_prices:
     description:
-      - Price of one GPU-hour per flavor, for example V({h100: 2.5, a100-mig-1g: 0.4}); showback rows of these
-        flavors get C(price_per_gpu_hour) and C(cost) = allocated GPU-hours x price.
+      - "Price of one GPU-hour per flavor, for example V({h100: 2.5, a100-mig-1g: 0.4}); showback rows of these
+        flavors get C(price_per_gpu_hour) and C(cost) = allocated GPU-hours x price."
     type: dict
     default: {}
   currency:

@@ -480,8 +480,8 @@ def showback(
             total[k] += v
     for key in sorted(set(tenant_totals) | set(kueue)):
         tenant, flavor = key
-        fig = {k: round(v, 4) + 0.0 for k, v in tenant_totals.get(key, {"gpu_hours_allocated": 0.0, "gpu_hours_busy": 0.0,
-                                                                      "gpu_hours_idle": 0.0}).items()}
+        zero = {"gpu_hours_allocated": 0.0, "gpu_hours_busy": 0.0, "gpu_hours_idle": 0.0}
+        fig = {k: round(v, 4) + 0.0 for k, v in tenant_totals.get(key, zero).items()}
         kfig = kueue.get(key, {})
         price, cost = priced(flavor, fig["gpu_hours_allocated"])
         rows.append(dict({"level": "tenant", "tenant": tenant, "namespace": None, "flavor": flavor,
