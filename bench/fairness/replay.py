@@ -58,6 +58,7 @@ def _env() -> Dict[str, str]:
     env.setdefault("ANSIBLE_COLLECTIONS_PATH", "%s:%s" % (REPO / ".build", site))
     env.setdefault("ANSIBLE_CONFIG", str(REPO / "ansible.cfg"))
     env["K8S_AUTH_KUBECONFIG"] = env.get("KUBECONFIG", "")
+    env["ANSIBLE_PYTHON_INTERPRETER"] = str(REPO / ".venv" / "bin" / "python")
     env["PATH"] = "%s:%s" % (REPO / ".venv" / "bin", env.get("PATH", ""))
     return env
 

@@ -137,7 +137,11 @@ def target_rows(c: Mapping[str, Any]) -> List[List[str]]:
             rows.append([label, fmt(v, 3), "met" if ok else "**missed**"])
             continue
         vals = {pool: pools[pool][metric] for pool in pools}
-        ok = all((not math.isnan(v)) and v >= bound_f - 1e-12 for v in vals.values())
+        known = [v for v in vals.values() if not math.isnan(v)]
+        if not known:
+            rows.append([label, "no contention window", "n/a"])
+            continue
+        ok = all(v >= bound_f - 1e-12 for v in known)   # a pool never contended for half a window has no figure
         rows.append([label, ", ".join("%s %s" % (p, fmt(v, 3 if metric != "gain_points" else 1)) for p, v in vals.items()),
                      "met" if ok else "**missed**"])
     return rows
