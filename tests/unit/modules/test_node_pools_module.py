@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node_pools module's reconcile on the unit fake of the API server: apply, idempotence, prune, template check."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.modules.node_pools import NodePoolsReconciler
+
+import fake_kube  # noqa: E402  (tests/unit/modules/fake_kube.py, on sys.path through conftest)
+from fake_kube import FakeKube
+
+fake_kube.NAMESPACED.add("MachineSet")
+MS_V = "machine.openshift.io/v1beta1"
+SERVED = [("v1", "Secret"), ("v1", "Node"), ("keda.sh/v1alpha1", "ScaledObject"),
+          ("keda.sh/v1alpha1", "ClusterTriggerAuthentication"), (MS_V, "MachineSet")]
+
+
+def machineset(labels):
+    return {"apiVersion": MS_V, "kind": "MachineSet", "metadata": {"name": "gpu-a", "namespace": "openshift-machine-api"},
+            "spec": {"replicas": 0, "template": {"spec": {"metadata": {"labels": labels}}}}}
+
+
+def params(pools=True):
+    return {"flavors": [{"name": "h100-elastic", "node_labels": {"gpuaas.io/pool": "h100"}}],
+            "tenants": [{"name": "nlp", "namespaces": ["nlp"],
+                         "quotas": [{"flavor": "h100-elastic", "resources": {"nvidia.com/gpu": 32}}]}],
+            "prometheus": {"url": "http://prom:9090"}, "check_capacity": True, "check_templates": True,
+            "node_pools": [{"name": "h100", "flavor": "h100-elastic", "target": {"name": "gpu-a"}, "max_nodes": 4,
+                            "gpus_per_node": 8, "node_labels": {"gpuaas.io/pool": "h100"}}] if pools else []}
+
+
+def test_apply_then_nothing_then_prune():
+    kube = FakeKube(SERVED)
+    kube.add(machineset({"gpuaas.io/pool": "h100"}))
+    first = NodePoolsReconciler(kube, params()).run()
+    assert first["changed"] and [c["name"] for c in first["created"]] == ["gpuaas-pool-h100"]
+    assert first["capacity"] == {"h100-elastic": {"nvidia.com/gpu": "32"}}  # no node at all: the pool's maximum
+    so = kube.objects[("ScaledObject", "openshift-machine-api", "gpuaas-pool-h100")]
+    assert so["metadata"]["labels"]["gpuaas.io/component"] == "node-pools"
+    second = NodePoolsReconciler(kube, params()).run()
+    assert not second["changed"] and second["summary"]["unchanged"] == 1
+    inv = params(pools=False)
+    inv["allow_overcommit"] = True
+    third = NodePoolsReconciler(kube, inv).run()
+    assert [d["name"] for d in third["deleted"]] == ["gpuaas-pool-h100"]
+    assert ("ScaledObject", "openshift-machine-api", "gpuaas-pool-h100") not in kube.objects
+
+
+def test_check_mode_writes_nothing():
+    kube = FakeKube(SERVED)
+    kube.add(machineset({"gpuaas.io/pool": "h100"}))
+    out = NodePoolsReconciler(kube, params(), check_mode=True).run()
+    assert out["changed"]
+    assert ("ScaledObject", "openshift-machine-api", "gpuaas-pool-h100") not in kube.objects
+
+
+def test_live_template_without_the_flavors_labels_is_refused():
+    kube = FakeKube(SERVED)
+    kube.add(machineset({"gpuaas.io/pool": "a100"}))
+    with pytest.raises(GpuaasError) as info:
+        NodePoolsReconciler(kube, params()).run()
+    assert info.value.problems == [
+        "gpuaas_node_pools[0]: the template of MachineSet openshift-machine-api/gpu-a does not give its nodes the node "
+        "labels of flavor 'h100-elastic': gpuaas.io/pool=h100 (Kueue would place the flavor's workloads on nodes this "
+        "pool never creates)"]
+    assert not any(k[0] == "ScaledObject" for k in kube.objects)
+
+
+def test_missing_target_is_refused():
+    kube = FakeKube(SERVED)
+    with pytest.raises(GpuaasError) as info:
+        NodePoolsReconciler(kube, params()).run()
+    assert info.value.problems == ["gpuaas_node_pools[0].target: MachineSet openshift-machine-api/gpu-a does not exist"]
+
+
+def test_pools_need_prometheus():
+    inv = params()
+    inv["prometheus"] = {}
+    with pytest.raises(GpuaasError, match="gpuaas_node_pools need gpuaas_prometheus.url"):
+        NodePoolsReconciler(FakeKube(SERVED), inv).run()
