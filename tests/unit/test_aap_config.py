@@ -446,7 +446,7 @@ def test_offboard_refuses_a_bad_tenant_name(tmp_path):
 
 
 def test_playbooks_default_the_controller_local_interpreter():
-    for pb in ("onboard_tenant", "offboard_tenant", "aap_config"):
+    for pb in ("onboard_tenant", "offboard_tenant", "aap_config", "validate", "install", "observability"):
         plays = yaml.safe_load((ROOT / "playbooks" / ("%s.yml" % pb)).read_text())
         assert plays[0]["vars"]["ansible_python_interpreter"] == \
             "{{ gpuaas_python_interpreter | default(ansible_playbook_python) }}", pb
