@@ -16,7 +16,7 @@ from ansible_collections.gpuaas.platform.plugins.modules.monitoring_objects impo
 
 FILES = Path(__file__).resolve().parents[2] / "roles" / "automation_rbac" / "files"
 DAY2 = ["gpuaas-automation-tenants", "gpuaas-automation-tenants-delete-namespaces", "gpuaas-automation-validate",
-        "gpuaas-automation-observability", "gpuaas-automation-namespace-secrets"]
+        "gpuaas-automation-observability", "gpuaas-automation-namespace-secrets", "gpuaas-automation-tenants-lock"]
 APPLY_VERBS = {"get", "list", "create", "patch", "delete"}
 
 

@@ -785,9 +785,29 @@ def translate_api_exception(exc: t.Any, action: str, ref: t.Optional[str] = None
                                     "re-run to create it again", problems=problems, details=info)
         if "validatingadmissionpolicy" in lower or "denied request" in lower:
             hint = "an admission policy denied it; the message above says why"
+        elif "not currently held" in message:
+            hint = ("RBAC lets an account grant only permissions it holds: it needs the bind verb on the referenced "
+                    "role (the collection's gpuaas-automation-tenants ClusterRole binds admin and edit only) or every "
+                    "rule of the role it creates; roles/automation_rbac/files lists what each playbook needs")
         else:
-            hint = ("the credentials in use lack RBAC permission for this; use a cluster-admin kubeconfig/context "
-                    "or grant the verb on this resource (kubectl auth can-i ...)")
+            import re  # only this message parses the API server's words
+
+            denied = re.search(r'User "([^"]*)" cannot ([\w-]+) resource "([^"]+)" in API group "([^"]*)"'
+                               r'(?: in the namespace "([^"]+)")?', message)
+            if denied:
+                user, verb, resource, group, namespace = denied.groups()
+                info.update({"user": user, "verb": verb, "resource": resource, "api_group": group,
+                             "namespace": namespace})
+                hint = ("grant %s on %s%s %s to %s: bind the ClusterRole the collection ships for this playbook "
+                        "(roles/automation_rbac, gpuaas-automation-<playbook>; docs/production.md) or add the verb to "
+                        "its role; check with: kubectl auth can-i %s %s%s%s --as=%s"
+                        % (verb, resource, " (API group %s)" % group if group else "",
+                           "in namespace %s" % namespace if namespace else "cluster-wide", user,
+                           verb, resource, ".%s" % group if group else "", " -n %s" % namespace if namespace else "",
+                           user))
+            else:
+                hint = ("the credentials in use lack RBAC permission for this; grant the verb on this resource (the "
+                        "ClusterRoles per playbook are in roles/automation_rbac; kubectl auth can-i ...)")
         return GpuaasError("%s %s is forbidden: %s" % (action, what, message), hint=hint, problems=problems,
                            details=info)
     if status == 401:
