@@ -172,7 +172,7 @@ def figures_table(named: Mapping[str, Mapping[str, Any]], statics: Mapping[str, 
     waits = ["| schedule | " + " | ".join("%s mean / p95" % t for t in tree.tenant_names) + " |",
              "|---|" + "|".join("---" for _ in tree.tenant_names) + "|"]
     for name, s in named.items():
-        waits.append("| %s | " % name + " | ".join("%s / %s" % (fmt(s["tenants"][t]["wait_mean"], 1),
-                                                              fmt(s["tenants"][t]["wait_p95"], 1))
-                                                   for t in tree.tenant_names) + " |")
+        cells = ["%s / %s" % (fmt(s["tenants"][t]["wait_mean"], 1), fmt(s["tenants"][t]["wait_p95"], 1))
+                 for t in tree.tenant_names]
+        waits.append("| %s | " % name + " | ".join(cells) + " |")
     return table(header, rows) + "\n\nWait for first admission (trace minutes):\n\n" + "\n".join(waits)
