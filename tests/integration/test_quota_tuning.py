@@ -258,19 +258,18 @@ def test_figures_recommendations_showback_patch_and_reconvergence(scenario, run_
 
 def test_short_or_uncovered_window_says_insufficient_data(scenario, run_playbook):
     tenants = inventory()["gpuaas_tenants"]
-    short = run_playbook(measure_task(tenants, WINDOW_AFTER - STEP))
-    assert short.rc == 0, short.explain()
-    recs = short.task_results("measure")[0]["recommendations"]
+    # too short; and long enough but the tenants' queues exist for only part of it (per-queue coverage < 90 %)
+    age = time.time() - scenario["since"] + WINDOW
+    short, long = measure_task(tenants, WINDOW_AFTER - STEP), measure_task(tenants, int(age * 3) // STEP * STEP)
+    run = run_playbook(short + long.split("  tasks:\n", 1)[1].replace("name: measure", "name: long measure"))
+    assert run.rc == 0, run.explain()
+    recs = run.task_results("measure")[0]["recommendations"]
     assert [r["kind"] for r in recs if r["kind"] not in ("idle_gpus", "unallocated_while_waiting")] == ["insufficient_data"]
     assert "shorter than the minimum %ds" % WINDOW_AFTER in recs[0]["message"] and not mine(recs) - {(IDLE, "idle_gpus")}
-    # long enough, but the tenants' queues exist for only part of it: per-queue coverage below 90 %
-    age = time.time() - scenario["since"] + WINDOW
-    long = run_playbook(measure_task(tenants, int(age * 3) // STEP * STEP))
-    assert long.rc == 0, long.explain()
-    res = long.task_results("measure")[0]
+    res = run.task_results("long measure")[0]
     kinds = {(r["tenant"], r["kind"]) for r in res["recommendations"] if r.get("tenant") in NS or r["kind"] == "insufficient_data"}
     assert kinds and all(kind == "insufficient_data" for _t, kind in kinds - {(IDLE, "idle_gpus")}), kinds
-    assert not {k for _t, k in kinds} & {"raise_quota", "lend", "lower_quota"}
+    assert "min_coverage" in str([r.get("reasons") for r in res["recommendations"] if r["kind"] == "insufficient_data"])
     assert not {c["tenant"] for c in res["inventory_patch"]["changes"]} & set(NS)
 
 
