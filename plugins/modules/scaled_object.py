@@ -19,8 +19,8 @@ description:
     (Deployment C(<name>-<pod-template-hash>-<suffix>), StatefulSet C(<name>-<ordinal>), LeaderWorkerSet), so a
     Deployment C(vllm) does not match C(vllm-canary); other kinds need O(idle_scale_to_zero.pod_regex).
   - O(idle_scale_to_zero.wake_query) brings the target back from zero; O(load) scales it between 1 and
-    O(max_replicas) with C(metricType: AverageValue) (replicas = ceil(value / target_per_replica)).
-  - A StatefulSet with O(idle_scale_to_zero) gets C(idleReplicaCount: 0) and C(minReplicaCount = maxReplicaCount =
+    O(max_replicas) with metric type C(AverageValue) (replicas = ceil(value / target_per_replica)).
+  - A StatefulSet with O(idle_scale_to_zero) gets C(idleReplicaCount=0) and C(minReplicaCount = maxReplicaCount =
     max_replicas), because Kueue allows a StatefulSet only 0 <-> N. An C(InferenceService) target is its
     predictor Deployment C(<name>-predictor) (KServe raw deployment mode); RayCluster, RayJob and Workload have
     no C(/scale) and are refused with what to use instead.
@@ -105,7 +105,7 @@ options:
         default: "0"
   load:
     description:
-      - Scale between 1 and O(max_replicas) on a metric, C(metricType AverageValue) with
+      - Scale between 1 and O(max_replicas) on a metric, metric type C(AverageValue) with
         C(threshold = target_per_replica). Not for StatefulSets under Kueue (0 <-> N only).
     type: dict
     suboptions:

@@ -19,7 +19,6 @@ What the triggers of one ``autoscaling`` entry mean (docs/autoscaling.md):
 from __future__ import annotations
 
 import base64
-import re
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import Autoscaling, PrometheusSettings
