@@ -35,8 +35,6 @@ UNASSIGNED = "(no tenant)"
 DEFAULTS: t.Dict[str, t.Any] = {
     "idle_threshold": 5.0,       # % utilization below which an allocated GPU counts as idle
     "idle_for": 600.0,           # seconds a GPU must stay below idle_threshold to be reported idle
-    "underuse_ratio": 0.3,       # peak quota use <= ratio * nominal -> "quota underused"
-    "persistent_ratio": 0.5,     # borrowing / waiting in >= this share of the window -> "keeps ..."
 }
 
 
