@@ -30,8 +30,8 @@ def test_cluster_scoped_denial_names_verb_resource_group_and_the_command_to_chec
     assert err.hint.startswith("grant list on localqueues (API group kueue.x-k8s.io) cluster-wide to %s" % SA)
     assert "kubectl auth can-i list localqueues.kueue.x-k8s.io --as=%s" % SA in err.hint
     assert "roles/automation_rbac" in err.hint and "cluster-admin" not in err.hint
-    assert (err.details["verb"], err.details["resource"], err.details["api_group"]) == ("list", "localqueues",
-                                                                                          "kueue.x-k8s.io")
+    assert (err.details["verb"], err.details["resource"], err.details["api_group"]) == (
+        "list", "localqueues", "kueue.x-k8s.io")
     assert err.details["namespace"] is None and err.details["user"] == SA
 
 
