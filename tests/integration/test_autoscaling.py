@@ -382,3 +382,39 @@ def test_serving_wakes_by_reclaim_within_30s_and_reaches_max(scenario, kube):
     assert (gpu["total"], gpu.get("borrowed", "0")) == ("4", "0"), usage  # vllm x3 + canary on its own quota
     hpa = get(kube, "autoscaling/v2", "HorizontalPodAutoscaler", "keda-hpa-vllm", NS_SERVE)
     assert hpa["spec"]["maxReplicas"] == MAX_REPLICAS
+
+
+MODULE_PLAYBOOK = """
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: ScaledObject for the canary with the standalone module
+      gpuaas.platform.scaled_object:
+        name: canary
+        namespace: "%s"
+        target: {kind: Deployment, name: vllm-canary}
+        max_replicas: 1
+        idle_scale_to_zero:
+          after_minutes: 5
+          wake_query: "{{ wake_query }}"
+        prometheus_url: "{{ prometheus_url }}"
+""" % NS_SERVE
+
+
+def test_scaled_object_module_check_mode_apply_and_idempotence(scenario, lab, kube, run_playbook):
+    """The standalone module builds the same kind of ScaledObject: check mode writes nothing, the second run is a
+    no-op, and the real KEDA accepts it (Ready)."""
+    extra = {"prometheus_url": lab.prometheus_url, "wake_query": 'sum(%s{service="vllm-canary"})' % SIGNAL}
+    check = run_playbook(MODULE_PLAYBOOK, extra_vars=extra, check=True)
+    assert check.rc == 0 and check.changed == 1, check.explain()
+    assert get(kube, KEDA, "ScaledObject", "canary", NS_SERVE) is None
+    first = run_playbook(MODULE_PLAYBOOK, extra_vars=extra)
+    assert first.rc == 0 and first.changed == 1, first.explain()
+    second = run_playbook(MODULE_PLAYBOOK, extra_vars=extra)
+    assert second.rc == 0 and second.changed == 0, second.explain()
+    so = wait_until(lambda: is_true(get(kube, KEDA, "ScaledObject", "canary", NS_SERVE), "Ready") and
+                    get(kube, KEDA, "ScaledObject", "canary", NS_SERVE), 60, "the module's ScaledObject to be Ready")
+    assert "gpuaas.io/component" not in (so["metadata"].get("labels") or {})  # the tenants module never prunes it
+    busy = next(t for t in so["spec"]["triggers"] if t["name"] == "gpu-busy")["metadata"]["query"]
+    assert 'pod=~"vllm-canary-[' in busy
