@@ -181,7 +181,8 @@ cmd_watch() {
 
 stop_watcher() {
   local f; f=$(pidfile keda-settings-watch)
-  if [ -f "$f" ]; then kill -TERM "$(cat "$f")" 2>/dev/null || true; rm -f "$f"; fi
+  # the watcher is a session leader (setsid): end its whole group, an in-flight sync included
+  if [ -f "$f" ]; then kill -TERM -- "-$(cat "$f")" 2>/dev/null || kill -TERM "$(cat "$f")" 2>/dev/null || true; rm -f "$f"; fi
 }
 
 cmd_up() {

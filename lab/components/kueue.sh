@@ -217,7 +217,8 @@ cmd_watch() { # the watcher loop (started by up, stopped by down)
 }
 
 stop_watcher() {
-  if [ -f "$WATCH_PIDFILE" ]; then kill -TERM "$(cat "$WATCH_PIDFILE")" 2>/dev/null || true; rm -f "$WATCH_PIDFILE"; fi
+  # the watcher is a session leader (setsid): end its whole group, an in-flight sync included
+  if [ -f "$WATCH_PIDFILE" ]; then kill -TERM -- "-$(cat "$WATCH_PIDFILE")" 2>/dev/null || kill -TERM "$(cat "$WATCH_PIDFILE")" 2>/dev/null || true; rm -f "$WATCH_PIDFILE"; fi
 }
 
 cmd_up() {
