@@ -129,7 +129,7 @@ def submit(kube, namespace: str, count: int, priority: str | None = None) -> Non
     if priority:
         labels["kueue.x-k8s.io/priority-class"] = priority
     jobs = res(kube, "batch/v1", "Job")
-    for _ in range(count):
+    for _attempt in range(count):
         jobs.create(namespace=namespace, body={
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"generateName": "fs-", "labels": labels},
@@ -261,11 +261,11 @@ def test_weighted_hierarchy_gives_4_2_2_4(scenario, kube):
         ],
     }
     bank, be, chem, phys, llm = scenario(inventory)
-    for _ in range(6):
+    for _attempt in range(6):
         submit(kube, be, 1, name("low"))
         submit(kube, phys, 1, name("low"))
     expect_counts(kube, {bank: 0, be: 6, chem: 0, phys: 6, llm: 0}, "best-effort and physics use all 12")
-    for _ in range(6):
+    for _attempt in range(6):
         for q in (chem, phys, llm, be):   # Kueue's test: every queue in creation order
             submit(kube, q, 1, name("high"))
     expect_counts(kube, {bank: 0, be: 4, chem: 2, phys: 2, llm: 4}, "high-priority work in every queue")

@@ -40,7 +40,9 @@ REQUIRED_FRAMEWORKS = {"batch/job", "pod", "deployment", "statefulset", "leaderw
 
 
 def inventory(lab) -> dict:
-    gpu_quota = lambda gpus: [{"flavor": "h100", "resources": {"nvidia.com/gpu": gpus, "cpu": 16, "memory": "64Gi"}}]  # noqa: E731
+    def gpu_quota(gpus):
+        return [{"flavor": "h100", "resources": {"nvidia.com/gpu": gpus, "cpu": 16, "memory": "64Gi"}}]
+
     return {
         "gpuaas_prometheus": {"url": lab.prometheus_url, "token": "lab-platform-token"},
         "gpuaas_flavors": [{"name": "h100", "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
