@@ -7,7 +7,7 @@ every string `!unsafe`, and the cluster credential is env vars from a ServiceAcc
 worker's env/ (K8S_AUTH_HOST, K8S_AUTH_API_KEY, K8S_AUTH_VERIFY_SSL, K8S_AUTH_SSL_CA_CERT; no kubeconfig anywhere),
 the Prometheus credential GPUAAS_PROMETHEUS_URL and gpuaas_prometheus_validate_certs. It goes through
 `ansible-runner transmit | ansible-runner worker | ansible-runner process`, AWX's receptor path.
-The token only holds tests/integration/files/awx/rbac.yml, the minimum RBAC docs/awx.md documents.
+The token only holds tests/integration/files/awx/rbac.yml and rbac-lock.yml, the minimum RBAC docs/awx.md documents.
 make test-matrix runs this file with every ansible-core of the matrix.
 """
 from __future__ import annotations
@@ -48,7 +48,8 @@ def token(lab, kube) -> Any:
 
     api = config.new_client_from_config(config_file=lab.kubeconfig, context=lab.admin_context)
     core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
-    role, lock_role = list(yaml.safe_load_all((REPO / "tests/integration/files/awx/rbac.yml").read_text()))
+    role = yaml.safe_load((REPO / "tests/integration/files/awx/rbac.yml").read_text())
+    lock_role = yaml.safe_load((REPO / "tests/integration/files/awx/rbac-lock.yml").read_text())
     _cleanup(core, rbac, kube)
     core.create_namespace({"metadata": {"name": NAMESPACE}})
     core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": SA}})

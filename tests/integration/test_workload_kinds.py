@@ -150,15 +150,21 @@ def test_kueue_suspends_and_admits_each_kind_against_the_tenants_quota(tenant, k
 
     first = create(small, 1)
     assert suspended(first, path) is True, "Kueue's webhook suspends a %s on creation" % kind
-    wl = wait_until(lambda: (lambda w: w if cond(w, "Admitted").get("status") == "True" else None)(
-        workload_of(kube, first["metadata"]["uid"])), 60, "the %s's Workload to be admitted" % kind)
+    def admitted(uid):
+        w = workload_of(kube, uid)
+        return w if cond(w, "Admitted").get("status") == "True" else None
+
+    def evaluated(uid):
+        w = workload_of(kube, uid)
+        return w if cond(w, "QuotaReserved") else None
+
+    wl = wait_until(lambda: admitted(first["metadata"]["uid"]), 60, "the %s's Workload to be admitted" % kind)
     assert wl["status"]["admission"]["clusterQueue"] == TENANT
     if kind in UNSUSPENDED_WITHOUT_OPERATOR:
         wait_until(lambda: suspended(get(small), path) is False, 30, "Kueue to unsuspend the admitted %s" % kind)
 
     second = create(big, 2)  # 1 + 2 > the tenant's 2 GPUs
-    wl2 = wait_until(lambda: (lambda w: w if cond(w, "QuotaReserved") else None)(
-        workload_of(kube, second["metadata"]["uid"])), 60, "Kueue to evaluate the second %s" % kind)
+    wl2 = wait_until(lambda: evaluated(second["metadata"]["uid"]), 60, "Kueue to evaluate the second %s" % kind)
     assert cond(wl2, "QuotaReserved")["status"] == "False"
     assert suspended(get(big), path) is True
 
@@ -168,5 +174,5 @@ def test_kueue_suspends_and_admits_each_kind_against_the_tenants_quota(tenant, k
     if kind in UNSUSPENDED_WITHOUT_OPERATOR:
         wait_until(lambda: suspended(get(big), path) is False, 30, "Kueue to unsuspend the second %s" % kind)
     api.delete(name=big, namespace=NS)
-    wait_until(lambda: not [w for w in kube.resources.get(api_version=KUEUE, kind="Workload").get(namespace=NS).items],
+    wait_until(lambda: not list(kube.resources.get(api_version=KUEUE, kind="Workload").get(namespace=NS).items),
                60, "the Workloads to be gone")

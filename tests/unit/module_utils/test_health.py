@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.observe import health as health
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import health
 from ansible_collections.gpuaas.platform.plugins.modules import platform_health_info
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "modules"))

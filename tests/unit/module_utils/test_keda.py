@@ -51,7 +51,7 @@ def serving(**extra):
 
 
 def scaled(auto_entry, namespace="a-ns", authenticated=False):
-    auto, _ = parse_autoscaling(auto_entry, namespace, PROM)
+    auto, _warnings = parse_autoscaling(auto_entry, namespace, PROM)
     return keda.autoscaling_object(auto, TenantModel().prometheus.__class__(url=PROM), authenticated, {})
 
 
@@ -199,7 +199,7 @@ def test_window_options():
         with pytest.raises(InventoryError) as info:
             parse_autoscaling(serving(idle_scale_to_zero=idle), "ns", PROM)
         assert any(problem in p for p in info.value.problems), (idle, info.value.problems)
-    auto, _ = parse_autoscaling(serving(idle_scale_to_zero={}, load=None), "ns", PROM)
+    auto, _warnings = parse_autoscaling(serving(idle_scale_to_zero={}, load=None), "ns", PROM)
     assert auto.idle_window_seconds == 900 and auto.idle_after_minutes == 15
 
 
@@ -220,12 +220,12 @@ def test_load_only_keeps_min_replicas():
 
 
 def test_idle_without_wake_is_a_warning():
-    _, warnings = parse_autoscaling(serving(idle_scale_to_zero={"after_minutes": 5}, load=None), "ns", PROM)
+    _auto, warnings = parse_autoscaling(serving(idle_scale_to_zero={"after_minutes": 5}, load=None), "ns", PROM)
     assert any("nothing brings Deployment vllm back from zero" in w for w in warnings)
 
 
 def test_authenticated_triggers_keep_the_cluster_credential():
-    auto, _ = parse_autoscaling(serving(), "ns", PROM)
+    auto, _warnings = parse_autoscaling(serving(), "ns", PROM)
     obj = keda.autoscaling_object(auto, TenantModel().prometheus.__class__(url=PROM), True, {"a": "b"})
     for trig in obj["spec"]["triggers"]:
         assert trig["metadata"]["authModes"] == "bearer"

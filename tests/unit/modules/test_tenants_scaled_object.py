@@ -44,7 +44,7 @@ def test_module_and_inventory_build_the_same_object():
              "idle_scale_to_zero": {"after_seconds": 30, "wake_query": "sum(q)", "wake_threshold": "0",
                                     "utilization_threshold": "1"},
              "load": {"target_per_replica": "10"}}
-    auto, _ = parse_autoscaling(entry, "nlp-serve", "http://prom:9090")
+    auto, _warnings = parse_autoscaling(entry, "nlp-serve", "http://prom:9090")
     from_inventory = keda.autoscaling_object(auto, PrometheusSettings(url="http://prom:9090"), False, {})
     module = build(params(max_replicas=4, load={"query": None, "target_per_replica": "10", "activation_threshold": None},
                           idle_scale_to_zero={"after_minutes": None, "after_seconds": 30, "utilization_threshold": "1",
