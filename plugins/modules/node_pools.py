@@ -82,9 +82,18 @@ options:
     type: bool
     default: true
   keda_namespace:
-    description: Namespace of the KEDA operator (where the Prometheus credentials Secret goes).
+    description:
+      - Namespace of the KEDA operator (where the Prometheus credentials Secret goes).
+      - Default C(openshift-keda) on OpenShift (detected by API discovery), else C(keda), as the keda role installs it.
     type: str
-    default: keda
+  prune:
+    description:
+      - Delete the pool objects (ScaledObjects, credentials) of pools no longer in O(node_pools).
+      - Off by default, like the tenants module's safe mode (C(gpuaas_tenants_prune)) - a forgotten inventory or a
+        misspelled C(gpuaas_node_pools) must not switch off the autoscaling of every GPU pool. Without prune such
+        objects are kept, listed in RV(drift) and warned about.
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: Server-side dry run; nothing is written.
@@ -139,6 +148,14 @@ deleted:
   returned: always
   type: list
   elements: dict
+drift:
+  description:
+    - Pool objects on the cluster that the inventory no longer lists and that were kept because O(prune=false).
+      With O(prune=true) they are deleted instead (RV(deleted)) and this list is empty.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"kind": "ScaledObject", "namespace": "openshift-machine-api", "name": "gpuaas-pool-old"}]
 pools:
   description: Per pool its target, scale bounds and the PromQL that drives it.
   returned: always
@@ -171,7 +188,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import COMPONENT_LABEL, add_ownership
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import PruneScope
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, PruneScope
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import node_pools as builders
 
@@ -256,12 +273,15 @@ class NodePoolsReconciler:
         token = prom.token or _read_file(prom.token_file, "token_file") or self.secret_token(prom.token_secret)
         ca_data = _read_file(prom.ca_file, "ca_file")
         labels = add_ownership({}, component=builders.COMPONENT_VALUE)
-        desired = builders.desired_objects(model, labels, token, ca_data, p.get("keda_namespace") or "keda")
+        platform = "openshift" if self.client.served("config.openshift.io/v1") else "kubernetes"
+        desired = builders.desired_objects(model, labels, token, ca_data,
+                                           p.get("keda_namespace") or keda.default_namespace(platform))
         engine = ApplyEngine(self.client, check_mode=self.check_mode)
         kinds = [(av, kind) for av, kind in MANAGED_KINDS if av == "v1" or self.client.served(av)]
         scope = PruneScope(kinds, labels={COMPONENT_LABEL: builders.COMPONENT_VALUE}, require_tenant_label=False)
-        result = engine.reconcile(desired, prune=scope)
+        result = engine.reconcile(desired, prune=scope if p.get("prune") else None)
         out = result.to_module_result(diff=self.diff)
+        out["drift"] = [] if p.get("prune") else self.kept_objects(scope, desired)
         for entry in out.get("diff") or []:
             for side in ("before", "after"):
                 obj = entry.get(side)
@@ -276,6 +296,20 @@ class NodePoolsReconciler:
         if nodes is not None:
             out["capacity"] = model.capacity
         return out
+
+    def kept_objects(self, scope: PruneScope, desired: t.Sequence[t.Mapping[str, t.Any]]) -> t.List[t.Dict[str, t.Any]]:
+        """Owned pool objects that prune would delete, listed (and warned about) instead of deleted."""
+        wanted = {ObjectRef.from_object(o).key for o in desired}
+        kept = [ObjectRef.from_object(item) for av, kind in scope.kinds
+                for item in self.client.resource(av, kind).list(label_selector=scope.label_selector())
+                if ObjectRef.from_object(item).key not in wanted]
+        kept.sort(key=lambda r: r.key)
+        if kept:
+            self.warnings.append(
+                "%d node pool object%s no longer in gpuaas_node_pools kept (prune is off): %s. Add the pool back, or "
+                "set gpuaas_tenants_prune: true to remove the objects of pools missing from the inventory."
+                % (len(kept), "" if len(kept) == 1 else "s", ", ".join(str(r) for r in kept)))
+        return [r.to_dict() for r in kept]
 
     def secret_token(self, ref: t.Optional[t.Mapping[str, str]]) -> t.Optional[str]:
         if not ref:
@@ -302,7 +336,8 @@ def main() -> None:
         allow_overcommit=dict(type="bool", default=False),
         check_capacity=dict(type="bool", default=True),
         check_templates=dict(type="bool", default=True),
-        keda_namespace=dict(type="str", default="keda"),
+        keda_namespace=dict(type="str"),
+        prune=dict(type="bool", default=False),
     )
     argument_spec.update(K8S_AUTH_ARG_SPEC)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)

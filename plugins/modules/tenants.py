@@ -307,6 +307,7 @@ import time
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, PruneScope
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
@@ -460,7 +461,7 @@ class TenantsReconciler:
 
     def keda_namespace(self, platform: str) -> str:
         """The KEDA namespace: the option, else the platform's default (as the keda role's)."""
-        return self.params.get("keda_namespace") or ("openshift-keda" if platform == "openshift" else "keda")
+        return self.params.get("keda_namespace") or keda.default_namespace(platform)
 
     def live_tenants(self, kueue_av: str, live_cqs: t.Sequence[t.Mapping[str, t.Any]]) -> t.Set[str]:
         """Tenants with objects on the cluster: owned ClusterQueues and owned (labelled) namespaces."""

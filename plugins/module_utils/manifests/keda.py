@@ -27,6 +27,11 @@ KEDA_V = "keda.sh/v1alpha1"
 PROMETHEUS_AUTH_NAME = "gpuaas-prometheus"
 
 
+def default_namespace(platform: str) -> str:
+    """KEDA's namespace where the keda role installs it (and the KEDA operator of OpenShift's OperatorHub runs)."""
+    return "openshift-keda" if platform == "openshift" else "keda"
+
+
 def prometheus_auth(settings: PrometheusSettings, token: t.Optional[str], ca_data: t.Optional[str],
                     keda_namespace: str, labels: t.Mapping[str, str]) -> t.List[t.Dict[str, t.Any]]:
     """Secret (in KEDA's namespace) + ClusterTriggerAuthentication for an authenticated Prometheus.

@@ -44,8 +44,13 @@ def test_apply_then_nothing_then_prune():
     assert not second["changed"] and second["summary"]["unchanged"] == 1
     inv = params(pools=False)
     inv["allow_overcommit"] = True
-    third = NodePoolsReconciler(kube, inv).run()
-    assert [d["name"] for d in third["deleted"]] == ["gpuaas-pool-h100"]
+    # safe mode: a pool missing from the inventory is kept and reported, not pruned
+    kept = NodePoolsReconciler(kube, inv).run()
+    assert not kept["changed"] and kept["deleted"] == []
+    assert [(d["kind"], d["name"]) for d in kept["drift"]] == [("ScaledObject", "gpuaas-pool-h100")]
+    assert ("ScaledObject", "openshift-machine-api", "gpuaas-pool-h100") in kube.objects
+    third = NodePoolsReconciler(kube, dict(inv, prune=True)).run()
+    assert [d["name"] for d in third["deleted"]] == ["gpuaas-pool-h100"] and third["drift"] == []
     assert ("ScaledObject", "openshift-machine-api", "gpuaas-pool-h100") not in kube.objects
 
 
