@@ -14,7 +14,15 @@ description:
   - One call validates the whole tenancy inventory, reads the GPU capacity the nodes offer per flavor, builds
     every desired object and reconciles them with the shared apply engine (server-side apply, bounded
     concurrency, one LIST per kind, no request for unchanged objects), then prunes objects this module owns
-    that are no longer desired. Objects it does not own are never touched.
+    that are no longer desired. Prune and delete only ever touch objects it owns (label
+    C(app.kubernetes.io/managed-by=gpuaas.platform)).
+  - "Ownership guard: when an object the inventory describes already exists without that label (a hand-made
+    ClusterQueue, ResourceFlavor or Namespace with the same name), the run fails before its first write (also in
+    check mode), listing every such object with its field managers (C(metadata.managedFields)), unless O(adopt)
+    names it. A Namespace an admin labelled C(gpuaas.io/tenant=<tenant>) for the tenant that lists it counts as
+    handed over. Adopted objects are labelled and from then on managed and pruned like the collection's own; they
+    are reported in RV(adopted), and the existing GPU workloads of an adopted namespace that the admission policy
+    would refuse on their next update in RV(adopted_namespace_workloads)."
   - "Per tenant: namespaces (label C(gpuaas.io/tenant), plus C(kueue.openshift.io/managed=true) on OpenShift),
     one ClusterQueue named like the tenant, a LocalQueue C(default) in every namespace (plus C(tenants[].queues)),
     RoleBindings (admins to C(admin), users to C(edit)), read access to the tenant's own ClusterQueue, and the
@@ -177,6 +185,15 @@ options:
     description: How many objects are applied in parallel.
     type: int
     default: 8
+  adopt:
+    description:
+      - Existing objects not managed by this collection that the run may take over (see the ownership guard in the
+        description), each as C(Kind/name) (cluster-scoped, for example C(ClusterQueue/nlp)) or
+        C(Kind/namespace/name) (for example C(LocalQueue/nlp-train/default)); the kind is case-insensitive.
+      - C(*) adopts every such object. Names that match nothing are ignored.
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     description: Server-side dry run (C(dryRun=All)); nothing is written, no drain wait happens.
@@ -204,6 +221,13 @@ EXAMPLES = r"""
     cohorts: "{{ gpuaas_cohorts }}"
     tenants: "{{ gpuaas_tenants }}"
     prune: true
+
+- name: Take over a hand-made ClusterQueue and namespace of the same names as the inventory's (brownfield)
+  gpuaas.platform.tenants:
+    flavors: "{{ gpuaas_flavors }}"
+    cohorts: "{{ gpuaas_cohorts }}"
+    tenants: "{{ gpuaas_tenants }}"
+    adopt: [ClusterQueue/nlp, Namespace/nlp-train]
 
 - name: Offboard one tenant and delete its namespaces
   gpuaas.platform.tenants:
@@ -286,6 +310,23 @@ drift:
   type: dict
   sample: {"prune": false, "unmanaged_tenants": ["survey-team"], "skipped_writes": false,
            "unmanaged_objects": [{"kind": "ClusterQueue", "name": "survey-team", "apiVersion": "kueue.x-k8s.io/v1beta2"}]}
+adopted:
+  description:
+    - Existing objects this collection did not manage that the run took over (in check mode, would take over), with
+      their field managers and why (C(adopt list) or the tenant label an admin set).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "name": "nlp",
+            "managers": ["kubectl-client-side-apply (Update)"], "reason": "adopt list"}]
+adopted_namespace_workloads:
+  description:
+    - GPU Pods, Deployments, StatefulSets and Jobs in adopted namespaces without the C(kueue.x-k8s.io/queue-name)
+      label, which the admission policy refuses on their next update (also a warning).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"kind": "Deployment", "namespace": "nlp-serve", "name": "vllm", "resources": ["nvidia.com/gpu"]}]
 lock:
   description: The lock this run held (Lease, holder identity, seconds waited, the expired holder taken over).
   returned: when a lock was taken
@@ -296,7 +337,10 @@ diff:
   type: list
   elements: dict
 problems:
-  description: Every inventory problem, with its path, when validation failed.
+  description:
+    - Every inventory problem, with its path, when validation failed.
+    - Every existing object not managed by this collection, with its field managers, when the ownership guard
+      refused the run (C(error_details.not_owned) has them as references).
   returned: on failure
   type: list
   elements: str
@@ -322,7 +366,14 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, read_holder
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import COMPONENT_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TENANT_LABEL, tenant_of
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (
+    COMPONENT_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    TENANT_LABEL,
+    adoption_name,
+    tenant_of,
+)
 
 OWNED_SELECTOR = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE,
                                   COMPONENT_LABEL, builders.COMPONENT_VALUE)
@@ -543,7 +594,8 @@ class TenantsReconciler:
         present = {x.name for x in model.present_tenants}
         platform = self.platform()
 
-        engine = ApplyEngine(self.client, check_mode=self.check_mode, concurrency=p.get("concurrency") or 8)
+        engine = ApplyEngine(self.client, check_mode=self.check_mode, concurrency=p.get("concurrency") or 8,
+                             guard_ownership=True, adopt=p.get("adopt") or [])
         kueue_version = engine.kueue_version()
         kueue_av = "kueue.x-k8s.io/%s" % kueue_version
 
@@ -560,6 +612,17 @@ class TenantsReconciler:
                     details={"reason": "EmptyInventory", "tenants": sorted(live)})
             if not prune and live:
                 return self.empty_inventory_result(model, kueue_av, kueue_version, live, nodes)
+
+        prom = model.prometheus
+        token = self.prometheus_token(prom)
+        ca_data = _read_file(prom.ca_file, "ca_file")
+        desired = builders.desired_objects(model, platform, token, ca_data, self.keda_namespace(platform),
+                                           builders.AdmissionSettings.from_options(p.get("admission")))
+        if limit is not None:
+            desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
+        # Before the first write (the lock, a drain): an object of a desired name that the collection does not own
+        # fails the run now, so a refused run writes nothing at all. reconcile checks again under the lock.
+        engine.check_ownership(desired)
 
         if not self.check_mode and p.get("lock", True):
             self.lock = LeaseLock(self.client, p.get("lock_name") or "gpuaas-tenants",
@@ -588,14 +651,6 @@ class TenantsReconciler:
             if holder:
                 self.warnings.append("another run (holder %s) holds the lock since %s: a real run would wait for it"
                                      % (holder.get("holderIdentity"), holder.get("acquireTime")))
-
-        prom = model.prometheus
-        token = self.prometheus_token(prom)
-        ca_data = _read_file(prom.ca_file, "ca_file")
-        desired = builders.desired_objects(model, platform, token, ca_data, self.keda_namespace(platform),
-                                           builders.AdmissionSettings.from_options(p.get("admission")))
-        if limit is not None:
-            desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
 
         live_tenant_names = {tenant_of(cq) for cq in live_cqs} - {None}
         removable = declared - present
@@ -639,7 +694,10 @@ class TenantsReconciler:
                     continue  # an unmanaged tenant's namespace: drift, not a kept namespace
                 if name not in desired_ns and (limit is None or owner in limit):
                     kept.append(name)
+        adopted = out.get("adopted") or []
         out.update({
+            "adopted": adopted,
+            "adopted_namespace_workloads": self.report_adoption(adopted),
             "tenants": {x.name: list(x.namespaces) for x in model.present_tenants
                         if limit is None or x.name in limit},
             "offboarded": offboard,
@@ -656,6 +714,48 @@ class TenantsReconciler:
             out["lock"] = {"lease": self.lock.ref, "holder": self.lock.identity, "waited": round(self.lock.waited, 1),
                            "took_over": self.lock.took_over}
         return out
+
+    def report_adoption(self, adopted: t.Sequence[t.Mapping[str, t.Any]]) -> t.List[t.Dict[str, t.Any]]:
+        """Warn about adopted objects; return the GPU workloads of adopted namespaces the policy would refuse."""
+        if not adopted:
+            return []
+        verb = "would adopt" if self.check_mode else "adopted"
+        self.warnings.append("%s %d object%s that gpuaas.platform did not manage (labelled, then managed and pruned "
+                             "like its own): %s" % (verb, len(adopted), "" if len(adopted) == 1 else "s", ", ".join(
+                                 "%s (%s; managers: %s)" % (adoption_name(a["kind"], a["name"], a.get("namespace")),
+                                                            a.get("reason"), ", ".join(a.get("managers") or []) or "none")
+                                 for a in adopted)))
+        namespaces = sorted(a["name"] for a in adopted if a["kind"] == "Namespace")
+        objects: t.List[t.Dict[str, t.Any]] = []
+        unreadable: t.List[str] = []
+        for api_version, kind in builders.ADOPTION_WORKLOAD_KINDS:
+            for ns in namespaces:
+                try:
+                    items = self.client.resource(api_version, kind).list(namespace=ns)
+                except ApiException as exc:
+                    err = translate_api_exception(exc, "list", "%s in namespace %s" % (kind, ns))
+                    if err.details.get("status") != 403:
+                        raise err
+                    unreadable.append("%s in %s" % (kind, ns))  # a least-privilege account: say so, do not fail
+                    continue
+                for item in items:
+                    item.setdefault("kind", kind)
+                    objects.append(item)
+        if unreadable:
+            self.warnings.append("cannot list %s (forbidden): the GPU workloads of the adopted namespaces that the "
+                                 "admission policy would refuse were not checked there; grant list on them or check "
+                                 "by hand" % ", ".join(unreadable))
+        refused = builders.workloads_refused_on_update(objects)
+        if refused:
+            self.warnings.append(
+                "%d existing GPU workload%s in adopted namespaces carr%s no label %s: the admission policy %s refuses "
+                "%s next update (add the label, pointing at a LocalQueue of the tenant, to submit %s through Kueue): %s"
+                % (len(refused), "" if len(refused) == 1 else "s", "ies" if len(refused) == 1 else "y",
+                   builders.QUEUE_LABEL, builders.POLICY_NAME, "its" if len(refused) == 1 else "their",
+                   "it" if len(refused) == 1 else "them",
+                   ", ".join("%s %s/%s (%s)" % (w["kind"], w["namespace"], w["name"], ", ".join(w["resources"]))
+                             for w in refused)))
+        return refused
 
     def drift(self, unmanaged: t.Sequence[str], objects: t.Sequence[t.Mapping[str, t.Any]], prune: bool,
               skipped: bool) -> t.Dict[str, t.Any]:
@@ -689,6 +789,7 @@ class TenantsReconciler:
             "changed": False, "summary": {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0},
             "created": [], "updated": [], "deleted": [], "tenants": {}, "offboarded": [],
             "recreated_local_queues": [], "kept_namespaces": [], "objects": 0, "requests": {},
+            "adopted": [], "adopted_namespace_workloads": [],
             "api_versions": {"kueue.x-k8s.io": kueue_version},
             "drift": self.drift(sorted(live), objects, False, skipped=True),
         }
@@ -764,6 +865,7 @@ def main() -> None:
         lock_name=dict(type="str", default="gpuaas-tenants"),
         lock_wait=dict(type="int", default=60),
         lock_duration=dict(type="int", default=60),
+        adopt=dict(type="list", elements="str", default=[]),
     )
     argument_spec.update(K8S_AUTH_ARG_SPEC)
     module = TenantsModule(argument_spec=argument_spec, supports_check_mode=True)

@@ -13,6 +13,10 @@
   LocalQueues ...), with bounded concurrency inside each tier;
 * check mode is a server-side dry run (``dryRun=All``): admission and validation run, nothing is written;
 * per-object diffs of the owned fields (before = live, after = dry-run/apply result);
+* with ``guard_ownership``, an existing object of a desired name that the collection does not own (no managed-by
+  label, not written by its field manager) is never taken over silently: the run fails before its first write
+  (also in check mode) listing each such object and its field managers, unless ``adopt`` names it (see
+  kube/ownership.py); adopted objects are reported in ``ReconcileResult.adopted``;
 * ownership labels on everything written; prune deletes only objects carrying the managed-by label
   *and* the tenant label (or a PruneScope selector) that are no longer desired;
 * optional waits for readiness conditions; errors name the object and say how to fix them.
@@ -41,7 +45,13 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership imp
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     OWNED_SELECTOR,
+    TENANT_LABEL,
     add_ownership,
+    adopt_requested,
+    adoption_name,
+    field_managers,
+    is_owned,
+    written_by,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, ObjectResult, PruneScope, ReconcileResult
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.waiter import Waiter
@@ -73,8 +83,13 @@ class ApplyEngine:
     """Reconcile desired objects with the cluster (see the module docstring)."""
 
     def __init__(self, client: t.Any, check_mode: bool = False, field_manager: str = FIELD_MANAGER,
-                 concurrency: int = 8, force_conflicts: bool = True) -> None:
+                 concurrency: int = 8, force_conflicts: bool = True, guard_ownership: bool = False,
+                 adopt: t.Sequence[str] = ()) -> None:
         self.client = client
+        # Off by default: the single-object modules take over the one object the user names (as kubernetes.core
+        # does); inventory-wide reconciles (tenants) turn it on, because there a name can collide by accident.
+        self.guard_ownership = guard_ownership
+        self.adopt = list(adopt)
         self.check_mode = check_mode
         self.field_manager = field_manager
         self.concurrency = max(1, int(concurrency))
@@ -260,6 +275,75 @@ class ApplyEngine:
         out["metadata"] = vmeta
         return out
 
+    def _prepare_all(self, desired: t.Iterable[t.Mapping[str, t.Any]], tenant: t.Optional[str]
+                     ) -> t.Tuple[t.List[DesiredObject], t.Dict[t.Tuple[str, str], t.List[DesiredObject]]]:
+        """Prepare every desired object (refusing duplicates) and group them per (apiVersion, kind)."""
+        prepared: t.List[DesiredObject] = []
+        seen: t.Set[t.Tuple[str, str, str]] = set()
+        for obj in desired:
+            d = self.prepare(obj, tenant)
+            if d.ref.key in seen:
+                raise GpuaasError("%s is desired twice" % d.ref,
+                                  hint="object names must be unique per kind and namespace; check the inventory "
+                                       "for duplicate names")
+            seen.add(d.ref.key)
+            prepared.append(d)
+        groups: t.Dict[t.Tuple[str, str], t.List[DesiredObject]] = {}
+        for d in prepared:
+            groups.setdefault((d.res.api_version, d.res.kind), []).append(d)
+        return prepared, groups
+
+    # -- ownership guard ------------------------------------------------------------------------------
+    def check_ownership(self, desired: t.Iterable[t.Mapping[str, t.Any]], tenant: t.Optional[str] = None
+                        ) -> t.List[t.Dict[str, t.Any]]:
+        """Read-only preflight of the ownership guard: the objects ``reconcile`` would adopt, or the refusal.
+
+        For callers that write something of their own before ``reconcile`` (a lock, a drain): calling this first
+        makes a refused run write nothing at all. ``reconcile`` checks again on its own live index.
+        """
+        prepared, groups = self._prepare_all(desired, tenant)
+        live = self._live_index(groups, None, ReconcileResult(self.check_mode))[0]
+        return self._guard(prepared, live)
+
+    def _guard(self, prepared: t.Sequence[DesiredObject], live: t.Mapping[t.Tuple[str, str, str], t.Dict[str, t.Any]]
+               ) -> t.List[t.Dict[str, t.Any]]:
+        """Adopted objects (reported), or a GpuaasError naming every object the collection does not own."""
+        adopted: t.List[t.Dict[str, t.Any]] = []
+        refused: t.List[t.Dict[str, t.Any]] = []
+        for d in prepared:
+            current = live.get(d.ref.key)
+            if current is None or d.ref.key in self.assume_deleted or is_owned(current) or written_by(current, self.field_manager):
+                continue
+            entry = d.ref.to_dict()
+            entry["managers"] = field_managers(current)
+            wanted_tenant = (d.obj["metadata"].get("labels") or {}).get(TENANT_LABEL)
+            live_tenant = ((current.get("metadata") or {}).get("labels") or {}).get(TENANT_LABEL)
+            if adopt_requested(self.adopt, d.ref.kind, d.ref.name, d.ref.namespace):
+                entry["reason"] = "adopt list"
+                adopted.append(entry)
+            elif wanted_tenant and live_tenant == wanted_tenant:
+                # An admin labelled it for this very tenant (the documented hand-over of an existing namespace).
+                entry["reason"] = "labelled %s=%s" % (TENANT_LABEL, live_tenant)
+                adopted.append(entry)
+            else:
+                refused.append(entry)
+        if refused:
+            names = [adoption_name(r["kind"], r["name"], r.get("namespace")) for r in refused]
+            one = len(refused) == 1
+            raise GpuaasError(
+                "refusing to take over %d existing object%s that gpuaas.platform does not manage (no label %s=%s), "
+                "nothing was applied: %s" % (len(refused), "" if one else "s", MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+                                             ", ".join(names)),
+                hint="to let the collection take %s over (label %s, then manage and prune %s like its own), list %s "
+                     "in gpuaas_tenants_adopt (module option adopt), for example gpuaas_tenants_adopt: %s, or ['*'] "
+                     "for every such object; otherwise rename the inventory's object or remove the existing one"
+                     % ("it" if one else "them", "it" if one else "them", "it" if one else "them",
+                        "it" if one else "them", json.dumps(names)),
+                problems=["%s is not managed by gpuaas.platform; field managers: %s"
+                          % (name, ", ".join(r["managers"]) or "none recorded") for name, r in zip(names, refused)],
+                details={"reason": "NotOwned", "not_owned": refused, "adoptable": adopted})
+        return adopted
+
     # -- reconcile ------------------------------------------------------------------------------------
     def reconcile(self, desired: t.Iterable[t.Mapping[str, t.Any]], prune: t.Optional[PruneScope] = None,
                   tenant: t.Optional[str] = None, wait: bool = False, wait_timeout: int = 120,
@@ -267,23 +351,13 @@ class ApplyEngine:
                   ) -> ReconcileResult:
         """Make the cluster match ``desired`` (and delete owned, undesired objects in ``prune`` scope)."""
         result = ReconcileResult(self.check_mode)
-        prepared: t.List[DesiredObject] = []
-        seen: t.Dict[t.Tuple[str, str, str], ObjectRef] = {}
-        for obj in desired:
-            d = self.prepare(obj, tenant)
-            if d.ref.key in seen:
-                raise GpuaasError("%s is desired twice" % d.ref,
-                                  hint="object names must be unique per kind and namespace; check the inventory "
-                                       "for duplicate names")
-            seen[d.ref.key] = d.ref
-            prepared.append(d)
+        prepared, groups = self._prepare_all(desired, tenant)
+        seen = {d.ref.key: d.ref for d in prepared}
         if self._kueue_version:
             result.api_versions["kueue.x-k8s.io"] = self._kueue_version
-
-        groups: t.Dict[t.Tuple[str, str], t.List[DesiredObject]] = {}
-        for d in prepared:
-            groups.setdefault((d.res.api_version, d.res.kind), []).append(d)
         live, candidates = self._live_index(groups, prune, result)
+        if self.guard_ownership:
+            result.adopted = self._guard(prepared, live)
 
         # Namespaces that do not exist yet: in check mode their content cannot be dry-run.
         new_namespaces = {d.ref.name for d in prepared if d.ref.kind == "Namespace" and d.ref.key not in live}

@@ -7,6 +7,11 @@
 Every object the collection writes is applied by one server-side-apply field manager and carries
 ``app.kubernetes.io/managed-by: gpuaas.platform``; tenant objects also carry ``gpuaas.io/tenant``. Prune and
 delete only ever consider objects with these labels.
+
+An object of the same name that does not carry the managed-by label belongs to someone else (a hand-made
+ClusterQueue, a namespace of another team). Reconciles that guard ownership (``ApplyEngine(guard_ownership=True)``)
+refuse to take it over unless it is named in the adopt list (``Kind/name``, ``Kind/namespace/name`` or ``*``), or
+an admin already handed it over by giving it the tenant label of the tenant that wants it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ MANAGED_BY_VALUE = "gpuaas.platform"
 TENANT_LABEL = "gpuaas.io/tenant"
 COMPONENT_LABEL = "gpuaas.io/component"
 OWNED_SELECTOR = "%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+# The adopt-list entry that adopts every object of the same name.
+ADOPT_ALL = "*"
 
 
 def add_ownership(labels: t.Dict[str, str], tenant: t.Optional[str] = None,
@@ -40,3 +47,29 @@ def is_owned(obj: t.Mapping[str, t.Any]) -> bool:
 def tenant_of(obj: t.Mapping[str, t.Any]) -> t.Optional[str]:
     """The tenant label of ``obj``, or None."""
     return ((obj.get("metadata") or {}).get("labels") or {}).get(TENANT_LABEL)
+
+
+def adoption_name(kind: str, name: str, namespace: t.Optional[str] = None) -> str:
+    """How an adopt list names an object: ``Kind/name`` (cluster-scoped) or ``Kind/namespace/name``."""
+    return "%s/%s/%s" % (kind, namespace, name) if namespace else "%s/%s" % (kind, name)
+
+
+def adopt_requested(adopt: t.Iterable[str], kind: str, name: str, namespace: t.Optional[str] = None) -> bool:
+    """True when ``adopt`` names the object (kind case-insensitive) or is ``*``."""
+    wanted = adoption_name(kind, name, namespace).lower()
+    return any(entry == ADOPT_ALL or entry.strip().lower() == wanted for entry in adopt)
+
+
+def field_managers(obj: t.Mapping[str, t.Any]) -> t.List[str]:
+    """The field managers of ``obj`` (``metadata.managedFields``), each once, as ``manager (operation)``."""
+    out: t.List[str] = []
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        label = "%s (%s)" % (entry.get("manager") or "unknown", entry.get("operation") or "Update")
+        if label not in out:
+            out.append(label)
+    return out
+
+
+def written_by(obj: t.Mapping[str, t.Any], field_manager: str = FIELD_MANAGER) -> bool:
+    """True when ``field_manager`` owns fields of ``obj`` (it wrote the object, even if its label was removed)."""
+    return any(entry.get("manager") == field_manager for entry in (obj.get("metadata") or {}).get("managedFields") or [])

@@ -130,6 +130,8 @@ class ReconcileResult:
         self.results: t.List[ObjectResult] = []
         self.api_versions: t.Dict[str, str] = {}
         self.requests: t.Dict[str, int] = {"list": 0, "get": 0, "apply": 0, "delete": 0}
+        # Objects the ownership guard let the run take over (None: the guard was off).
+        self.adopted: t.Optional[t.List[t.Dict[str, t.Any]]] = None
 
     def add(self, result: ObjectResult) -> None:
         self.results.append(result)
@@ -157,6 +159,8 @@ class ReconcileResult:
         }
         if self.api_versions:
             out["api_versions"] = dict(self.api_versions)
+        if self.adopted is not None:
+            out["adopted"] = list(self.adopted)
         if diff:
             out["diff"] = [r.diff() for r in self.results if r.changed]
         return out

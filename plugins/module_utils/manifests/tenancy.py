@@ -27,7 +27,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import k
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, add_ownership
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import ACCELERATOR_PREFIXES
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import ACCELERATOR_PREFIXES, is_accelerator
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import (
     Tenant,
     TenantModel,
@@ -550,6 +550,56 @@ def admission_policy(settings: t.Optional[AdmissionSettings] = None,
         },
     }
     return [policy, binding]
+
+
+# -- existing workloads of an adopted namespace -------------------------------------------------------------
+
+# The builtin kinds Kueue gates whose existing objects the policy checks on their next update (Job, Pod,
+# Deployment, StatefulSet), as (apiVersion, kind).
+ADOPTION_WORKLOAD_KINDS: t.Tuple[t.Tuple[str, str], ...] = tuple(
+    (i.api_version, i.kind) for i in kueue_integrations.INTEGRATIONS if i.builtin)
+
+
+def _pod_specs(obj: t.Mapping[str, t.Any]) -> t.List[t.Mapping[str, t.Any]]:
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "Pod":
+        return [spec]
+    return [((spec.get("template") or {}).get("spec")) or {}]
+
+
+def gpu_requests(obj: t.Mapping[str, t.Any]) -> t.List[str]:
+    """The accelerator resources (and DRA claims) the pod specs of a Pod or workload ask for, as the policy sees them."""
+    found: t.Set[str] = set()
+    for spec in _pod_specs(obj):
+        if spec.get("resourceClaims"):
+            found.add("resourceClaims")
+        for container in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+            resources = container.get("resources") or {}
+            for section in ("limits", "requests"):
+                found.update(k for k in (resources.get(section) or {}) if is_accelerator(k))
+            if resources.get("claims"):
+                found.add("resources.claims")
+    return sorted(found)
+
+
+def workloads_refused_on_update(objects: t.Iterable[t.Mapping[str, t.Any]]) -> t.List[t.Dict[str, t.Any]]:
+    """Existing GPU workloads without the Kueue queue label: the admission policy refuses their next update.
+
+    Objects controlled by another object (the Pods of a Deployment's ReplicaSet, the Pods of a Job) are left out:
+    their owner is reported, and it is the owner users update.
+    """
+    out = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        if any(ref.get("controller") for ref in meta.get("ownerReferences") or []):
+            continue
+        if (meta.get("labels") or {}).get(QUEUE_LABEL):
+            continue
+        resources = gpu_requests(obj)
+        if resources:
+            out.append({"kind": obj.get("kind"), "namespace": meta.get("namespace"), "name": meta.get("name"),
+                        "resources": resources})
+    return sorted(out, key=lambda w: (w["namespace"] or "", w["kind"] or "", w["name"] or ""))
 
 
 # -- everything ----------------------------------------------------------------------------------------------

@@ -1,0 +1,141 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Brownfield (issue 17): the tenants module refuses to take over objects it does not own before its first write
+(not even the lock), adopts what ``adopt`` names and reports the GPU workloads of adopted namespaces."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+
+import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
+from test_tenants import NODES, params, run
+
+KV = "kueue.x-k8s.io/v1beta2"
+WORKLOAD_KINDS = {"Pod": "v1", "Deployment": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
+for workload_kind in WORKLOAD_KINDS:
+    test_tenants.NAMESPACED.setdefault(workload_kind, True)
+
+
+class FakeClient(test_tenants.FakeClient):
+    """The tenants fake, also serving the workload kinds an adopted namespace is scanned for."""
+
+    def served(self, group_version):
+        return group_version in ("apps/v1", "batch/v1") or super().served(group_version)
+
+    def resource(self, api_version, kind):
+        if api_version in ("apps/v1", "batch/v1"):
+            return test_tenants.FakeResource(self, api_version, kind)
+        return super().resource(api_version, kind)
+
+    def side_effects(self):
+        """Every call that is not a read (applies, dry runs, deletes, the lock)."""
+        return [c for c in self.calls if c[0] not in ("get", "list")]
+
+
+def hand_made(client, kind, name, namespace=None, labels=None, manager="kubectl-create", spec=None):
+    meta = {"name": name, "labels": dict(labels or {}), "uid": "uid-hand-%s" % name,
+            "managedFields": [{"manager": manager, "operation": "Update", "fieldsV1": {"f:spec": {}}}]}
+    if namespace:
+        meta["namespace"] = namespace
+    api_version = WORKLOAD_KINDS.get(kind) or ("v1" if kind == "Namespace" else KV)
+    obj = {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec or {}}
+    client.objects[(kind, namespace, name)] = obj
+    return obj
+
+
+def gpu_deployment(name, namespace, labels=None):
+    return {"template": {"metadata": {"labels": labels or {}}, "spec": {"containers": [
+        {"name": "vllm", "image": "vllm", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_hand_made_cluster_queue_fails_the_run_before_anything_is_written(check):
+    client = FakeClient(NODES)
+    hand_made(client, "ClusterQueue", "nlp", manager="kubectl-client-side-apply")
+    with pytest.raises(GpuaasError) as info:
+        run(client, params(), check=check)
+    err = info.value
+    assert client.side_effects() == []  # no apply, no dry run, no lock
+    assert "ClusterQueue/nlp" in err.message
+    assert err.problems == ["ClusterQueue/nlp is not managed by gpuaas.platform; field managers: "
+                            "kubectl-client-side-apply (Update)"]
+    assert "gpuaas_tenants_adopt" in err.hint
+    assert ("Namespace", None, "nlp-train") not in client.objects
+
+
+def test_adopting_the_cluster_queue_converges_and_reports_it():
+    client = FakeClient(NODES)
+    hand_made(client, "ClusterQueue", "nlp")
+    preview = run(client, params(adopt=["ClusterQueue/nlp"]), check=True)
+    assert [a["name"] for a in preview["adopted"]] == ["nlp"]  # would adopt
+    assert client.writes() == []
+    result = run(client, params(adopt=["ClusterQueue/nlp"]))
+    assert result["adopted"] == [{"apiVersion": KV, "kind": "ClusterQueue", "name": "nlp",
+                                  "managers": ["kubectl-create (Update)"], "reason": "adopt list"}]
+    assert {"apiVersion": KV, "kind": "ClusterQueue", "name": "nlp"} in result["updated"]
+    labels = client.objects[("ClusterQueue", None, "nlp")]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/managed-by"] == "gpuaas.platform" and labels["gpuaas.io/tenant"] == "nlp"
+    again = run(client, params())  # owned now: no adopt needed
+    assert again["changed"] is False and again["adopted"] == []
+
+
+def test_adopted_namespace_reports_the_gpu_workloads_the_policy_would_refuse():
+    client = FakeClient(NODES)
+    hand_made(client, "Namespace", "nlp-serve")
+    hand_made(client, "Deployment", "vllm", namespace="nlp-serve", spec=gpu_deployment("vllm", "nlp-serve"))
+    queued = hand_made(client, "Deployment", "queued", namespace="nlp-serve", spec=gpu_deployment("queued", "nlp-serve"))
+    queued["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "default"
+    hand_made(client, "Deployment", "elsewhere", namespace="vision-dev", spec=gpu_deployment("x", "vision-dev"))
+    rec = test_tenants.TenantsReconciler(client, params(adopt=["Namespace/nlp-serve"]), sleep=lambda s: None,
+                                         clock=lambda: 0.0)
+    result = rec.run()
+    assert [a["name"] for a in result["adopted"]] == ["nlp-serve"]
+    assert result["adopted_namespace_workloads"] == [
+        {"kind": "Deployment", "namespace": "nlp-serve", "name": "vllm", "resources": ["nvidia.com/gpu"]}]
+    warning = [w for w in rec.warnings if "admission policy" in w]
+    assert len(warning) == 1 and "Deployment nlp-serve/vllm" in warning[0] and "kueue.x-k8s.io/queue-name" in warning[0]
+    assert any(w.startswith("adopted 1 object") and "Namespace/nlp-serve" in w for w in rec.warnings)
+
+
+def test_a_namespace_an_admin_labelled_for_the_tenant_needs_no_adopt_entry():
+    client = FakeClient(NODES)
+    hand_made(client, "Namespace", "nlp-train", labels={"gpuaas.io/tenant": "nlp"})
+    result = run(client, params())
+    assert [(a["name"], a["reason"]) for a in result["adopted"]] == [("nlp-train", "labelled gpuaas.io/tenant=nlp")]
+
+
+def test_an_object_of_a_tenant_outside_limit_tenants_is_not_checked():
+    client = FakeClient(NODES)
+    run(client, params())
+    hand_made(client, "ClusterQueue", "intruder")  # no inventory object has this name
+    p = params(limit_tenants=["vision"])
+    del client.objects[("ClusterQueue", None, "nlp")]
+    hand_made(client, "ClusterQueue", "nlp")  # nlp is not reconciled by this limited run
+    result = run(client, p)
+    assert result["adopted"] == []
+    assert "app.kubernetes.io/managed-by" not in client.objects[("ClusterQueue", None, "nlp")]["metadata"]["labels"]
+
+
+class ForbiddenPods(FakeClient):
+    """An account that may not list Pods (a least-privilege tenants account)."""
+
+    def resource(self, api_version, kind):
+        res = super().resource(api_version, kind)
+        if kind == "Pod":
+            def forbidden(namespace=None, label_selector=None, field_selector=None):
+                from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
+                raise ApiException(status=403, reason="Forbidden")
+            res.list = forbidden
+        return res
+
+
+def test_workloads_that_cannot_be_listed_are_a_warning_not_a_failure():
+    client = ForbiddenPods(NODES)
+    hand_made(client, "Namespace", "analytics")
+    hand_made(client, "Deployment", "vllm", namespace="analytics", spec=gpu_deployment("vllm", "analytics"))
+    rec = test_tenants.TenantsReconciler(client, params(adopt=["*"]), sleep=lambda s: None, clock=lambda: 0.0)
+    result = rec.run()
+    assert [w["name"] for w in result["adopted_namespace_workloads"]] == ["vllm"]  # the other kinds were read
+    assert any(w.startswith("cannot list Pod in analytics (forbidden)") for w in rec.warnings)
