@@ -384,7 +384,8 @@ def test_awx_typed_answers_pass_the_tenants_role_argument_spec_untemplated(tmp_p
         "tasks": [
             {"name": "argument spec", "ansible.builtin.validate_argument_spec": {
                 "argument_spec": spec["argument_specs"]["main"]["options"],
-                "provided_arguments": {"gpuaas_tenants_override": ["{{ _tenant }}"]}}},
+                # gpuaas_tenants: checked key by key (gpuaas_tenants_override is only a list of dicts to the spec)
+                "provided_arguments": {"gpuaas_tenants": ["{{ _tenant }}"]}}},
             {"name": "dump", "ansible.builtin.copy": {
                 "dest": str(tmp_path / "tenant.json"), "content": "{{ _tenant | to_json }}", "mode": "0644"}},
         ]}]))
@@ -443,6 +444,72 @@ def test_offboard_refuses_a_bad_tenant_name(tmp_path):
                         "---\ntenant_name: !unsafe '{{ 7 * 6 }}'\n", inventory=INVENTORY)
     assert proc.returncode == 2 and "must be a tenant name" in " ".join(proc.stdout.split()), proc.stdout[-3000:]
     assert "42" not in proc.stdout.split("TASK [Check the survey answers]")[1].split("PLAY RECAP")[0]
+
+
+CAPTURE_CALLBACK = """
+import json, os
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "capture_args"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def v2_runner_on_start(self, host, task):
+        with open(os.environ["CAPTURE_FILE"], "a") as f:
+            f.write(json.dumps({"started": task.get_name()}) + "\\n")
+
+    def v2_runner_on_ok(self, result):
+        with open(os.environ["CAPTURE_FILE"], "a") as f:
+            f.write(json.dumps({"ok": result._task.get_name(), "facts": list(result._result.get("ansible_facts") or {})}) + "\\n")
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        with open(os.environ["CAPTURE_FILE"], "a") as f:
+            f.write(json.dumps({"failed": result._task.get_name(), "args": result._task_fields.get("args"),
+                                "msg": result._result.get("msg")}, default=str) + "\\n")
+"""
+
+
+DAY2_CASES = [
+    ("onboard_tenant", "---\ntenant_name: !unsafe 'speech'\ntenant_flavor: !unsafe 'h100'\ntenant_gpus: 2\n"
+                       "tenant_namespaces: !unsafe 'nlp'\n",
+     # the namespace of the inventory's nlp: the module's claim check sees both tenants
+     {"name": "speech", "namespaces": ["nlp"], "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": "2"}}],
+      "access": {}, "state": "present"}),
+    ("offboard_tenant", "---\ntenant_name: !unsafe 't007'\n", {"name": "t007", "state": "absent"}),
+]
+
+
+@pytest.mark.parametrize("playbook,answers,last", DAY2_CASES, ids=[c[0] for c in DAY2_CASES])
+def test_day2_playbooks_hand_the_module_every_inventory_tenant_without_walking_the_list_in_ansible(tmp_path, playbook, answers, last):
+    """Issue 15: onboarding (offboarding) one tenant costs one tenant's time. The module gets the inventory's tenants
+    with the survey's one added (marked absent) — it checks namespace claims and capacity across all of them — and
+    reconciles only that one; Ansible neither copies the list with set_fact nor runs the role's argument spec over
+    it (each walks, templates and deep-copies every tenant: seconds at 500, docs/benchmarks.md)."""
+    inventory = dict(INVENTORY, gpuaas_tenants=INVENTORY["gpuaas_tenants"] + [
+        {"name": "t%03d" % i, "namespaces": ["t%03d-a" % i], "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 1}}]}
+        for i in range(50)])
+    (tmp_path / "callbacks").mkdir()
+    (tmp_path / "callbacks" / "capture_args.py").write_text(CAPTURE_CALLBACK)
+    capture = tmp_path / "capture.jsonl"
+    # no cluster: the module fails on its client configuration, after Ansible has handed it its arguments
+    proc = run_playbook(ROOT / "playbooks" / ("%s.yml" % playbook), tmp_path, answers, inventory=inventory,
+                        env={"ANSIBLE_CALLBACK_PLUGINS": str(tmp_path / "callbacks"), "ANSIBLE_CALLBACKS_ENABLED": "capture_args",
+                             "CAPTURE_FILE": str(capture), "K8S_AUTH_KUBECONFIG": str(tmp_path / "missing-kubeconfig")})
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    events = [json.loads(line) for line in capture.read_text().splitlines()]
+    started = [e["started"] for e in events if "started" in e]
+    assert not [name for name in started if "Validating arguments against arg spec" in name], started
+    failed = [e for e in events if "failed" in e]
+    assert len(failed) == 1 and "Reconcile the GPU tenancy with the inventory" in failed[0]["failed"], failed
+    assert "Kubernetes client configuration" in failed[0]["msg"], failed
+    args = failed[0]["args"]
+    others = [x for x in inventory["gpuaas_tenants"] if x["name"] != last["name"]]
+    assert args["tenants"] == others + [last]
+    assert args["limit_tenants"] == [last["name"]]
+    assert not [e for e in events if "gpuaas_tenants_override" in str(e.get("facts"))]
 
 
 def test_playbooks_default_the_controller_local_interpreter():
