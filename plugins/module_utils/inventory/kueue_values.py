@@ -18,3 +18,11 @@ FUNGIBILITY_PREFERENCES = ("BorrowingOverPreemption", "PreemptionOverBorrowing")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+# What Kueue's defaulting webhook sets on a ClusterQueue that leaves a field out (v1beta2): the import leaves these
+# values out of the inventory, as the builders never set them.
+CLUSTER_QUEUE_DEFAULTS = {
+    "queueingStrategy": "BestEffortFIFO",
+    "stopPolicy": "None",
+    "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+    "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never", "borrowWithinCohort": {"policy": "Never"}},
+}
