@@ -166,11 +166,12 @@ def test_validate_playbook_fails_on_thresholds_and_writes_report(gpu_workloads, 
 
     table = run.task_results("Show GPU utilization per tenant")[0]["msg"]
     header = table[0].split()
-    assert header[:5] == ["TENANT", "GPUS", "IDLE", "AVG%", "P95%"]
-    busy_row = next(line for line in table if line.startswith(BUSY_TENANT))
-    assert busy_row.split()[:7] == [BUSY_TENANT, "2", "0", "85", "85", "80000", "0.0167"]
-    assert busy_row.split()[7] == "0/4"
-    assert any(line.startswith(IDLE_TENANT + " ") and line.split()[1:4] == ["1", "1", "0"] for line in table)
+    # one line per tenant and flavor with a GPU quota; a tenant without quota gets one line with flavor "-"
+    assert header[:6] == ["TENANT", "FLAVOR", "GPUS", "IDLE", "AVG%", "P95%"]
+    busy_rows = [line.split() for line in table if line.startswith(BUSY_TENANT + " ")]
+    assert len(busy_rows) == 1 and busy_rows[0][:8] == [BUSY_TENANT, FLAVOR, "2", "0", "85", "85", "80000", "0.0167"]
+    assert busy_rows[0][8] == "0/4"
+    assert any(line.startswith(IDLE_TENANT + " ") and line.split()[1:5] == ["-", "1", "1", "0"] for line in table)
 
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["result"] == "failed"
@@ -178,7 +179,7 @@ def test_validate_playbook_fails_on_thresholds_and_writes_report(gpu_workloads, 
     assert all(h["ok"] for h in report["health"])
     markdown = (tmp_path / "report.md").read_text()
     assert markdown.startswith("# GPU platform validation report")
-    assert "| %s | 2 | 0 | 85 | 85 | 80000 | 0.0167 | 0/4 | 0 |" % BUSY_TENANT in markdown
+    assert "| %s | %s | 2 | 0 | 85 | 85 | 80000 | 0.0167 | 0/4 | 0 |" % (BUSY_TENANT, FLAVOR) in markdown
     assert "## Idle allocated GPUs" in markdown and "%s/notebook-0" % IDLE_NS in markdown
 
 
