@@ -26,3 +26,5 @@ CLUSTER_QUEUE_DEFAULTS = {
     "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
     "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never", "borrowWithinCohort": {"policy": "Never"}},
 }
+# The same for a LocalQueue.
+LOCAL_QUEUE_DEFAULTS = {"stopPolicy": "None"}

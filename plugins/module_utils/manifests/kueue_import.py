@@ -38,7 +38,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership imp
     is_owned,
     written_by,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import CLUSTER_QUEUE_DEFAULTS
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import CLUSTER_QUEUE_DEFAULTS, LOCAL_QUEUE_DEFAULTS
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import DNS1123_LABEL
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import (
     SYSTEM_NAMESPACE_PREFIXES,
@@ -173,7 +173,7 @@ class _Importer:
             name, ns, spec = _name(lq), _namespace(lq), _spec(lq)
             cq = spec.get("clusterQueue")
             where = "%s/%s" % (ns, name)
-            self.unexpressed(lq, sorted(k for k in spec if k not in _LQ_FIELDS), where)
+            self.unexpressed(lq, sorted(k for k in spec if k not in _LQ_FIELDS and spec[k] != LOCAL_QUEUE_DEFAULTS.get(k)), where)
             if cq not in cluster_queues:
                 self.warnings.append("LocalQueue %s points at ClusterQueue %s, which is not imported: the LocalQueue "
                                      "is left out" % (where, cq))
@@ -307,7 +307,7 @@ class _Importer:
         fungibility = spec.get("flavorFungibility")
         if fungibility and fungibility != CLUSTER_QUEUE_DEFAULTS["flavorFungibility"]:
             self.unexpressed(cq, ["flavorFungibility"], name)
-        self.unexpressed(cq, sorted(k for k in spec if k not in _CQ_FIELDS), name)
+        self.unexpressed(cq, sorted(k for k in spec if k not in _CQ_FIELDS and spec[k] != CLUSTER_QUEUE_DEFAULTS.get(k)), name)
 
     def namespace_settings(self, tenant: t.Dict[str, t.Any], priorities: t.Sequence[str]) -> None:
         """labels, allowed_priorities and access of a tenant, from what the collection wrote on its namespaces."""

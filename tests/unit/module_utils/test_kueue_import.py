@@ -243,3 +243,13 @@ def test_autoscaling_of_the_collection_is_reported_not_dropped_silently():
                                              "labels": {MANAGED_BY_LABEL: "gpuaas.platform", "gpuaas.io/tenant": "nlp"}}}]
     warnings = kueue_import.import_inventory(objects).warnings
     assert len(warnings) == 1 and "tenant nlp has 1 ScaledObject" in warnings[0] and "nlp-serve/vllm" in warnings[0]
+
+
+def test_local_queue_default_stop_policy_is_no_warning_but_hold_is():
+    spec = {"namespaceSelector": {"matchLabels": {"gpuaas.io/tenant": "t"}}}
+    objects = {"ClusterQueue": [hand_made("ClusterQueue", "t", spec=spec)],
+               "LocalQueue": [hand_made("LocalQueue", "default", "t-ns", {"clusterQueue": "t", "stopPolicy": "None"}),
+                              hand_made("LocalQueue", "held", "t-ns", {"clusterQueue": "t", "stopPolicy": "Hold"})]}
+    warnings = kueue_import.import_inventory(objects).warnings
+    assert [w.split(":")[0] for w in warnings] == ["LocalQueue t-ns/held"]
+    assert "spec.stopPolicy cannot be expressed" in warnings[0]
