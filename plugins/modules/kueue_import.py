@@ -21,7 +21,7 @@ description:
     too, so importing what the collection built gives back the inventory it was built from."
   - Everything the inventory cannot express (a Cohort's shared quota, a ClusterQueue's namespace selector, stop
     policy, flavor fungibility or admission checks, a LocalQueue's fair sharing, LocalQueues in system namespaces or
-    of a ClusterQueue that is not imported, autoscaling) is reported as a warning and in RV(warnings), never dropped
+    of a ClusterQueue that is not imported, autoscaling) is reported as a warning and in RV(import_warnings), never dropped
     silently. The imported inventory is built again and compared with the live objects; each object the first
     tenants run would change is a warning too.
   - RV(adopt) lists the existing objects the inventory builds that the collection does not manage; pass them as
@@ -103,8 +103,10 @@ adopt:
   type: list
   elements: str
   sample: ["ClusterQueue/nlp", "LocalQueue/nlp-train/default", "ResourceFlavor/h100"]
-warnings:
-  description: What the inventory cannot express or changes on the first run (also shown as warnings).
+import_warnings:
+  description:
+    - What the inventory cannot express or the first tenants run changes; each is also shown as a warning.
+    - (Not C(warnings), which Ansible consumes to display them.)
   returned: always
   type: list
   elements: str
@@ -216,7 +218,7 @@ def run_import(client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool = 
                           problems=err.problems)
     warnings = reader.warnings + imported.warnings
     out: t.Dict[str, t.Any] = {
-        "changed": False, "inventory": imported.inventory, "adopt": imported.adopt, "warnings": warnings,
+        "changed": False, "inventory": imported.inventory, "adopt": imported.adopt, "import_warnings": warnings,
         "objects": {kind: len(objects[kind]) for kind in kueue_import.IMPORTED_KUEUE_KINDS}, "api_version": version,
     }
     dest = params.get("dest")

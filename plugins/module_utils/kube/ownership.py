@@ -61,10 +61,14 @@ def adopt_requested(adopt: t.Iterable[str], kind: str, name: str, namespace: t.O
 
 
 def field_managers(obj: t.Mapping[str, t.Any]) -> t.List[str]:
-    """The field managers of ``obj`` (``metadata.managedFields``), each once, as ``manager (operation)``."""
+    """The field managers of ``obj`` (``metadata.managedFields``), each once, as ``manager (operation)``.
+
+    A manager of a subresource only (a controller writing ``status``) is marked so: ``kueue (Update, status)``.
+    """
     out: t.List[str] = []
     for entry in (obj.get("metadata") or {}).get("managedFields") or []:
-        label = "%s (%s)" % (entry.get("manager") or "unknown", entry.get("operation") or "Update")
+        label = "%s (%s%s)" % (entry.get("manager") or "unknown", entry.get("operation") or "Update",
+                               ", %s" % entry["subresource"] if entry.get("subresource") else "")
         if label not in out:
             out.append(label)
     return out

@@ -166,7 +166,7 @@ def test_field_managers_once_each_in_order():
                                           {"manager": "kueue", "operation": "Update", "subresource": "status"},
                                           {"manager": "kubectl", "operation": "Update"},
                                           {"manager": "helm", "operation": "Apply"}]}}
-    assert ownership.field_managers(obj) == ["kubectl (Update)", "kueue (Update)", "helm (Apply)"]
+    assert ownership.field_managers(obj) == ["kubectl (Update)", "kueue (Update, status)", "helm (Apply)"]
     assert ownership.field_managers({"metadata": {}}) == []
 
 

@@ -66,7 +66,7 @@ def test_import_writes_dest_once_and_never_writes_the_cluster(tmp_path):
     TenantModel.from_inventory(written)
     assert first["objects"] == {"ResourceFlavor": 1, "Cohort": 2, "WorkloadPriorityClass": 0, "ClusterQueue": 1,
                                 "LocalQueue": 1}
-    assert warnings == first["warnings"]
+    assert warnings == first["import_warnings"]
     again, _warnings = run_import(kube, {"dest": dest})
     assert again["changed"] is False
 
