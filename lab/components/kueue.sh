@@ -163,11 +163,16 @@ bootstrap_install() {
   # The collection's install path for Kueue, with the lab inventory (no network: local charts, lab post-renderer).
   local coll="$LAB_DIR/collections/ansible_collections/gpuaas"
   mkdir -p "$coll"; ln -sfn "$ROOT" "$coll/platform"
+  # The lab has no OLM catalog: on the OpenShift-flavoured lab the collection's Helm path installs it (the OLM path
+  # is tested against the OLM SIMULATOR, tests/integration/test_install.py). docs/lab.md lists this overlay.
+  local platform_args=()
+  [ "${LAB_FLAVOR:-kubernetes}" = openshift ] && platform_args=(-e gpuaas_platform=kubernetes)
   log "no ConfigMap $CONFIGMAP yet: installing Kueue with the collection (role gpuaas.platform.kueue, lab inventory)"
   ( cd "$ROOT" && PATH="$LAB_BIN:$(dirname "$PY"):$PATH" ANSIBLE_COLLECTIONS_PATH="$LAB_DIR/collections" \
       LAB_DIR="$LAB_DIR" KUBECONFIG="$LAB_DIR/kubeconfig" K8S_AUTH_KUBECONFIG="$LAB_DIR/kubeconfig" \
       "$(dirname "$PY")/ansible-playbook" -i "$ROOT/playbooks/inventory/lab" "$HERE/kueue/install.yml" \
       -e gpuaas_helm_post_renderer="$ROOT/tests/integration/files/install/lab_post_renderer.sh" \
+      "${platform_args[@]}" \
       >"$LAB_DIR/logs/kueue-bootstrap.log" 2>&1 ) \
     || { log "bootstrap install failed (log: $LAB_DIR/logs/kueue-bootstrap.log)"; tail -20 "$LAB_DIR/logs/kueue-bootstrap.log" >&2; return 1; }
 }
