@@ -107,6 +107,9 @@ options:
     description:
       - Reconcile (and prune) only these tenants' objects; shared objects (flavors, cohorts, priorities, policy)
         are neither applied nor pruned. Used by the onboard and offboard playbooks.
+      - The whole O(tenants) list is still validated, with the checks across tenants (namespace claims, GPU
+        capacity of each flavor), but the cluster is read only for these tenants (LISTs with the label selector
+        C(gpuaas.io/tenant in (...))), so the run costs what these tenants have, not what the cluster has.
     type: list
     elements: str
   platform:
@@ -379,6 +382,9 @@ OWNED_SELECTOR = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE,
                                   COMPONENT_LABEL, builders.COMPONENT_VALUE)
 
 
+# A limited run reads the LocalQueues of at most this many desired namespaces one by one (else one LIST of all).
+LIMITED_NAMESPACE_LISTS = 8
+
 # Shared (not per tenant) kinds: neither applied nor pruned with limit_tenants.
 SHARED_KINDS = ("ResourceFlavor", "Cohort", "WorkloadPriorityClass", "ValidatingAdmissionPolicy",
                 "ValidatingAdmissionPolicyBinding", "ClusterTriggerAuthentication", "Secret")
@@ -418,11 +424,23 @@ def read_nodes(client: t.Any) -> t.List[t.Dict[str, t.Any]]:
              "allocatable": (n.get("status") or {}).get("allocatable") or {}} for n in items]
 
 
-def _list(client: t.Any, api_version: str, kind: str, selector: str) -> t.List[t.Dict[str, t.Any]]:
+def _list(client: t.Any, api_version: str, kind: str, selector: str,
+          namespace: t.Optional[str] = None) -> t.List[t.Dict[str, t.Any]]:
     try:
-        return client.resource(api_version, kind).list(label_selector=selector)
+        return client.resource(api_version, kind).list(namespace=namespace, label_selector=selector)
     except ApiException as exc:
         raise translate_api_exception(exc, "list", kind)
+
+
+def tenants_selector(limit: t.Optional[t.Sequence[str]]) -> str:
+    """The LIST selector of a run: what the collection owns, only the named tenants' objects with limit_tenants.
+
+    A limited run (onboard/offboard one tenant) then reads what that tenant has, not the whole tenancy; the
+    cross-tenant checks (namespace claims, capacity) work on the inventory and the nodes, not on these LISTs.
+    """
+    if limit is None:
+        return OWNED_SELECTOR
+    return "%s,%s in (%s)" % (OWNED_SELECTOR, TENANT_LABEL, ",".join(sorted(set(limit))))
 
 
 def _read_file(path: t.Optional[str], what: str) -> t.Optional[str]:
@@ -594,13 +612,15 @@ class TenantsReconciler:
         present = {x.name for x in model.present_tenants}
         platform = self.platform()
 
+        selector = tenants_selector(limit)
         engine = ApplyEngine(self.client, check_mode=self.check_mode, concurrency=p.get("concurrency") or 8,
-                             guard_ownership=True, adopt=p.get("adopt") or [])
+                             guard_ownership=True, adopt=p.get("adopt") or [],
+                             list_selector=selector if limit is not None else None)
         kueue_version = engine.kueue_version()
         kueue_av = "kueue.x-k8s.io/%s" % kueue_version
 
         # Safe mode decisions need reads only, so a refused or empty run writes nothing (not even the lock).
-        live_cqs = _list(self.client, kueue_av, "ClusterQueue", OWNED_SELECTOR)
+        live_cqs = _list(self.client, kueue_av, "ClusterQueue", selector)
         if limit is None and not declared:
             live = self.live_tenants(kueue_av, live_cqs)
             if prune and not p.get("allow_empty"):
@@ -644,7 +664,7 @@ class TenantsReconciler:
             if self.lock.took_over:
                 self.warnings.append("took over the lock %s from %s, which had not renewed it for %ss (a run that "
                                      "died?)" % (self.lock.ref, self.lock.took_over, self.lock.duration))
-            live_cqs = _list(self.client, kueue_av, "ClusterQueue", OWNED_SELECTOR)  # as of holding the lock
+            live_cqs = _list(self.client, kueue_av, "ClusterQueue", selector)  # as of holding the lock
         elif self.check_mode and p.get("lock", True):
             holder = read_holder(self.client, p.get("lock_name") or "gpuaas-tenants",
                                  p.get("lock_namespace") or "kube-system")
@@ -663,7 +683,7 @@ class TenantsReconciler:
                      float(p.get("drain_timeout", 600)), self.sleep, self.clock)
         engine.undrain(kueue_av, "ClusterQueue",
                        [cq for cq in live_cqs if tenant_of(cq) in present and (limit is None or tenant_of(cq) in limit)])
-        recreated = self.recreate_moved_local_queues(desired, kueue_av, engine)
+        recreated = self.recreate_moved_local_queues(desired, kueue_av, engine, limited=limit is not None)
         if self.lock is not None and self.lock.lost:
             raise GpuaasError("this run lost the lock %s to another run before pruning; nothing was pruned"
                               % self.lock.ref, hint="re-run when the other run has finished")
@@ -685,7 +705,7 @@ class TenantsReconciler:
         desired_ns = {o["metadata"]["name"] for o in desired if o["kind"] == "Namespace"}
         kept = []
         if not p.get("delete_namespaces"):
-            for ns in _list(self.client, "v1", "Namespace", OWNED_SELECTOR):
+            for ns in _list(self.client, "v1", "Namespace", selector):
                 name = ns["metadata"]["name"]
                 owner = (ns["metadata"].get("labels") or {}).get(TENANT_LABEL)
                 if ns["metadata"].get("deletionTimestamp"):
@@ -800,14 +820,23 @@ class TenantsReconciler:
         return out
 
     def recreate_moved_local_queues(self, desired: t.Sequence[t.Mapping[str, t.Any]], kueue_av: str,
-                                    engine: ApplyEngine) -> t.List[str]:
-        """Delete owned LocalQueues whose (immutable) clusterQueue differs from the desired one."""
+                                    engine: ApplyEngine, limited: bool = False) -> t.List[str]:
+        """Delete owned LocalQueues whose (immutable) clusterQueue differs from the desired one.
+
+        ``limited`` (limit_tenants): the desired namespaces are read one by one — whoever's tenant label their
+        LocalQueues carry (a namespace moved from another tenant) — instead of every owned LocalQueue.
+        """
         wanted = {(o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"]["clusterQueue"]
                   for o in desired if o["kind"] == "LocalQueue"}
         if not wanted:
             return []
+        namespaces = sorted({ns for ns, _name in wanted})
+        if limited and len(namespaces) <= LIMITED_NAMESPACE_LISTS:
+            live = [lq for ns in namespaces for lq in _list(self.client, kueue_av, "LocalQueue", OWNED_SELECTOR, namespace=ns)]
+        else:
+            live = _list(self.client, kueue_av, "LocalQueue", OWNED_SELECTOR)
         stale = []
-        for lq in _list(self.client, kueue_av, "LocalQueue", OWNED_SELECTOR):
+        for lq in live:
             meta = lq.get("metadata") or {}
             key = (meta.get("namespace"), meta.get("name"))
             if key in wanted and (lq.get("spec") or {}).get("clusterQueue") != wanted[key]:

@@ -84,8 +84,13 @@ class ApplyEngine:
 
     def __init__(self, client: t.Any, check_mode: bool = False, field_manager: str = FIELD_MANAGER,
                  concurrency: int = 8, force_conflicts: bool = True, guard_ownership: bool = False,
-                 adopt: t.Sequence[str] = ()) -> None:
+                 adopt: t.Sequence[str] = (), list_selector: t.Optional[str] = None) -> None:
         self.client = client
+        # The label selector of the live-state LISTs (default: everything the collection owns). A caller whose
+        # desired objects and prune scope are all of some tenants narrows it (tenants with limit_tenants), so a
+        # run's LISTs cost what those tenants have, not what the cluster has; desired objects outside it are read
+        # with GET as any object missing from the owned LIST is.
+        self.list_selector = list_selector or OWNED_SELECTOR
         # Off by default: the single-object modules take over the one object the user names (as kubernetes.core
         # does); inventory-wide reconciles (tenants) turn it on, because there a name can collide by accident.
         self.guard_ownership = guard_ownership
@@ -199,7 +204,7 @@ class ApplyEngine:
                     old = tasks[gk][1]
                     nss = None if (old is None or nss is None) else (old | nss)
                 tasks[gk] = (res, nss)
-        selector = OWNED_SELECTOR
+        selector = self.list_selector
         live: t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]] = {}
         candidates: t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]] = {}
         with self._pool() as pool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 
 import pytest
 import yaml
@@ -42,10 +43,16 @@ def deep_merge(into, other):
 
 
 def selector_matches(selector, labels):
-    for part in (selector or "").split(","):
+    # the API server's label selector grammar as the modules use it: k=v, k (exists), k in (a,b)
+    for part in re.findall(r"[^,(]+(?:\([^)]*\))?", selector or ""):
+        part = part.strip()
         if not part:
             continue
-        if "=" in part:
+        if " in (" in part:
+            k, values = part.split(" in (", 1)
+            if labels.get(k.strip()) not in [v.strip() for v in values.rstrip(")").split(",")]:
+                return False
+        elif "=" in part:
             k, v = part.split("=", 1)
             if labels.get(k) != v:
                 return False
