@@ -429,6 +429,15 @@ def test_bad_answers_fail_with_the_playbooks_message(tmp_path, override, message
     assert "/home/should-not-appear" not in proc.stdout
 
 
+def test_zero_gpus_is_an_answer(tmp_path):
+    """AWX sends an integer 0 for a CPU-only tenant: the checks pass it on (no cluster: the module fails later)."""
+    proc = run_playbook(ROOT / "playbooks" / "onboard_tenant.yml", tmp_path,
+                        "---\ntenant_name: !unsafe 'cpuonly'\ntenant_flavor: !unsafe 'h100'\ntenant_gpus: 0\n",
+                        inventory=INVENTORY, env={"K8S_AUTH_KUBECONFIG": str(tmp_path / "missing-kubeconfig")})
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert "are required" not in proc.stdout and "Kubernetes client configuration" in proc.stdout, proc.stdout[-3000:]
+
+
 def test_tls_verification_switched_off_by_the_credential_is_refused(tmp_path):
     answers = "---\ntenant_name: !unsafe 'speech'\ntenant_flavor: !unsafe 'h100'\ntenant_gpus: 1\n"
     proc = run_playbook(ROOT / "playbooks" / "onboard_tenant.yml", tmp_path, answers, inventory=INVENTORY,
