@@ -634,15 +634,14 @@ class TenantsReconciler:
                 return self.empty_inventory_result(model, kueue_av, kueue_version, live, nodes)
 
         prom = model.prometheus
-        token = self.prometheus_token(prom)
-        ca_data = _read_file(prom.ca_file, "ca_file")
-        desired = builders.desired_objects(model, platform, token, ca_data, self.keda_namespace(platform),
-                                           builders.AdmissionSettings.from_options(p.get("admission")))
-        if limit is not None:
-            desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
         # Before the first write (the lock, a drain): an object of a desired name that the collection does not own
-        # fails the run now, so a refused run writes nothing at all. reconcile checks again under the lock.
-        engine.check_ownership(desired)
+        # fails the run now, so a refused run writes nothing at all; reconcile checks again under the lock. Which
+        # objects are desired does not depend on the Prometheus credential's value, so it is read (a token file, a
+        # Secret) under the lock as before, and a placeholder stands in for it here.
+        placeholder = "ownership-preflight"
+        has_token = bool(prom.token or prom.token_file or prom.token_secret)
+        engine.check_ownership(self.desired_objects(model, platform, placeholder if has_token else None,
+                                                    placeholder if prom.ca_file else None, limit))
 
         if not self.check_mode and p.get("lock", True):
             self.lock = LeaseLock(self.client, p.get("lock_name") or "gpuaas-tenants",
@@ -671,6 +670,10 @@ class TenantsReconciler:
             if holder:
                 self.warnings.append("another run (holder %s) holds the lock since %s: a real run would wait for it"
                                      % (holder.get("holderIdentity"), holder.get("acquireTime")))
+
+        token = self.prometheus_token(prom)
+        ca_data = _read_file(prom.ca_file, "ca_file")
+        desired = self.desired_objects(model, platform, token, ca_data, limit)
 
         live_tenant_names = {tenant_of(cq) for cq in live_cqs} - {None}
         removable = declared - present
@@ -734,6 +737,15 @@ class TenantsReconciler:
             out["lock"] = {"lease": self.lock.ref, "holder": self.lock.identity, "waited": round(self.lock.waited, 1),
                            "took_over": self.lock.took_over}
         return out
+
+    def desired_objects(self, model: TenantModel, platform: str, token: t.Optional[str], ca_data: t.Optional[str],
+                        limit: t.Optional[t.Sequence[str]]) -> t.List[t.Dict[str, t.Any]]:
+        """The desired objects of this run (only the limited tenants' with limit_tenants)."""
+        desired = builders.desired_objects(model, platform, token, ca_data, self.keda_namespace(platform),
+                                           builders.AdmissionSettings.from_options(self.params.get("admission")))
+        if limit is not None:
+            desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
+        return desired
 
     def report_adoption(self, adopted: t.Sequence[t.Mapping[str, t.Any]]) -> t.List[t.Dict[str, t.Any]]:
         """Warn about adopted objects; return the GPU workloads of adopted namespaces the policy would refuse."""

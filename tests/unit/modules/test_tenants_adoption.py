@@ -139,3 +139,19 @@ def test_workloads_that_cannot_be_listed_are_a_warning_not_a_failure():
     result = rec.run()
     assert [w["name"] for w in result["adopted_namespace_workloads"]] == ["vllm"]  # the other kinds were read
     assert any(w.startswith("cannot list Pod in analytics (forbidden)") for w in rec.warnings)
+
+
+def test_the_guard_needs_no_credential_and_the_credential_is_still_read_under_the_lock(tmp_path):
+    missing = str(tmp_path / "no-such-token")
+    client = FakeClient(NODES)
+    hand_made(client, "ClusterQueue", "nlp")
+    p = params(prometheus={"url": "http://prom:9090", "token_file": missing})
+    with pytest.raises(GpuaasError) as info:
+        run(client, p)
+    assert "ClusterQueue/nlp" in info.value.message  # refused before the token file is read
+    assert client.side_effects() == []
+    client = FakeClient(NODES)
+    with pytest.raises(GpuaasError) as info:
+        run(client, p)
+    assert "cannot read token_file" in info.value.message
+    assert ("lock-create", "Lease") in client.calls  # read while holding the lock, as a slow file system would be
