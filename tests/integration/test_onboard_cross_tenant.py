@@ -1,10 +1,11 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Onboarding one tenant still checks it against every inventory tenant (issue 15, item 4).
+"""Onboarding one tenant still checks it against every inventory tenant, and survives a full reconcile (issue 15).
 
 ``playbooks/onboard_tenant.yml`` reconciles only the survey's tenant and, to cost one tenant's time at 500
 tenants, no longer runs the tenants role's argument spec over the inventory's list: the module gets the whole list
 and its cross-tenant checks must still refuse, before anything is written, a namespace another inventory tenant
-claims and GPU quotas that only exceed the flavor's nodes together with the inventory's tenants.
+claims and GPU quotas that only exceed the flavor's nodes together with the inventory's tenants. A tenant onboarded
+that way and not yet added to Git is kept by the next full ``tenants.yml`` run (safe mode) and reported as drift.
 Core lab only (no Kueue controller needed): ``source .lab/env`` (or any LAB_DIR), then pytest this file.
 """
 
@@ -18,6 +19,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "playbooks" / "inventory" / "lab"
 ONBOARD = REPO / "playbooks" / "onboard_tenant.yml"
+OFFBOARD = REPO / "playbooks" / "offboard_tenant.yml"
+TENANTS = REPO / "playbooks" / "tenants.yml"
 MODULE_TASK = "Reconcile the GPU tenancy with the inventory"
 
 
@@ -66,3 +69,22 @@ def test_onboarding_checks_gpu_capacity_with_the_inventorys_tenants(run_playbook
     fits = run_playbook(ONBOARD, {"tenant_name": "capper", "tenant_flavor": "h100", "tenant_gpus": int(free)}, check=True,
                         inventory=INVENTORY)
     assert fits.rc == 0, fits.explain()
+
+
+def test_a_survey_onboarded_tenant_survives_the_next_full_reconcile_as_drift(run_playbook, kube, lab):
+    name = "survey-kept"
+    onboard = run_playbook(ONBOARD, {"tenant_name": name, "tenant_flavor": "h100", "tenant_gpus": 0,
+                                     "tenant_users_group": "survey-team"}, inventory=INVENTORY)
+    assert onboard.rc == 0, onboard.explain()
+    cqs = kube.resources.get(api_version="kueue.x-k8s.io/%s" % lab.kueue_api, kind="ClusterQueue")
+    try:
+        full = run_playbook(TENANTS, inventory=INVENTORY)  # the reconcile job template: the inventory does not list it
+        assert full.rc == 0, full.explain()
+        result = _module_result(full)
+        assert name in result["drift"]["unmanaged_tenants"], result["drift"]
+        assert name not in result["offboarded"] and not [d for d in result["deleted"] if d["name"] == name]
+        assert any(name in w and "gpuaas_tenants_prune" in w for w in result.get("warnings", [])), result.get("warnings")
+        assert cqs.get(name=name).metadata.name == name
+    finally:
+        gone = run_playbook(OFFBOARD, {"tenant_name": name, "delete_namespaces": True, "drain_timeout": 60}, inventory=INVENTORY)
+        assert gone.rc == 0, gone.explain()
