@@ -269,9 +269,13 @@ class NodePoolsReconciler:
                               hint="the pools are driven by Kueue's quota metrics in Prometheus; set gpuaas_prometheus.url")
         if p.get("check_templates", True):
             self.check_templates(model)
+        # the credentials only serve the pools' triggers: without pools they are not read (a token file may be slow
+        # to read, and the tenants module reads it again under its run lock)
         prom = model.prometheus
-        token = prom.token or _read_file(prom.token_file, "token_file") or self.secret_token(prom.token_secret)
-        ca_data = _read_file(prom.ca_file, "ca_file")
+        token = ca_data = None
+        if model.node_pools:
+            token = prom.token or _read_file(prom.token_file, "token_file") or self.secret_token(prom.token_secret)
+            ca_data = _read_file(prom.ca_file, "ca_file")
         labels = add_ownership({}, component=builders.COMPONENT_VALUE)
         platform = "openshift" if self.client.served("config.openshift.io/v1") else "kubernetes"
         desired = builders.desired_objects(model, labels, token, ca_data,

@@ -86,3 +86,16 @@ def test_pools_need_prometheus():
     inv["prometheus"] = {}
     with pytest.raises(GpuaasError, match="gpuaas_node_pools need gpuaas_prometheus.url"):
         NodePoolsReconciler(FakeKube(SERVED), inv).run()
+
+
+def test_prometheus_credentials_are_read_only_for_pools(tmp_path):
+    """Without pools the token file is not read (the tenants module reads it under its run lock); with pools it is."""
+    kube = FakeKube(SERVED)
+    kube.add(machineset({"gpuaas.io/pool": "h100"}))
+    missing = str(tmp_path / "no-such-token")
+    no_pools = dict(params(pools=False), allow_overcommit=True,
+                    prometheus={"url": "http://prom:9090", "token_file": missing})
+    out = NodePoolsReconciler(kube, no_pools).run()
+    assert out["created"] == [] and not out["changed"]
+    with pytest.raises(GpuaasError, match="token_file"):
+        NodePoolsReconciler(kube, dict(params(), prometheus=no_pools["prometheus"])).run()
