@@ -148,8 +148,6 @@ def test_kueue_suspends_and_admits_each_kind_against_the_tenants_quota(tenant, k
     def get(name):
         return api.get(name=name, namespace=NS).to_dict()
 
-    first = create(small, 1)
-    assert suspended(first, path) is True, "Kueue's webhook suspends a %s on creation" % kind
     def admitted(uid):
         w = workload_of(kube, uid)
         return w if cond(w, "Admitted").get("status") == "True" else None
@@ -158,6 +156,8 @@ def test_kueue_suspends_and_admits_each_kind_against_the_tenants_quota(tenant, k
         w = workload_of(kube, uid)
         return w if cond(w, "QuotaReserved") else None
 
+    first = create(small, 1)
+    assert suspended(first, path) is True, "Kueue's webhook suspends a %s on creation" % kind
     wl = wait_until(lambda: admitted(first["metadata"]["uid"]), 60, "the %s's Workload to be admitted" % kind)
     assert wl["status"]["admission"]["clusterQueue"] == TENANT
     if kind in UNSUSPENDED_WITHOUT_OPERATOR:
