@@ -37,7 +37,7 @@ options:
   label_selector:
     description:
       - Import only the Kueue objects with these labels, for example C(team.example.com/import=yes).
-        Default: every object of the imported kinds.
+        By default every object of the imported kinds.
     type: str
   dest:
     description:
@@ -130,8 +130,13 @@ import os
 import tempfile
 import typing as t
 
-import yaml  # PyYAML is a dependency of ansible-core
 from ansible.module_utils.common.text.converters import to_native
+
+try:  # PyYAML comes with ansible-core on the controller; a remote Python may lack it (only needed for dest)
+    import yaml
+    HAS_YAML = True
+except ImportError:
+    HAS_YAML = False
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import InventoryError
@@ -201,6 +206,9 @@ def render(result: kueue_import.KueueImport) -> str:
     data: t.Dict[str, t.Any] = dict(result.inventory)
     if result.adopt:
         data["gpuaas_tenants_adopt"] = list(result.adopt)
+    if not HAS_YAML:
+        raise GpuaasError("writing dest needs the PyYAML Python library on the host that runs the module",
+                          hint="install it (pip install pyyaml) or run the module on the controller (connection: local)")
     return "---\n" + HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=120)
 
 
