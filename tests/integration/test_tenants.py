@@ -124,6 +124,16 @@ def cleanup_prefixed(kube, lab):
 def converged(run_playbook, kube, lab):
     """The example inventory converged with playbooks/tenants.yml (first run)."""
     cleanup_prefixed(kube, lab)
+    # An earlier suite's cleanup (a prune with gpuaas_delete_namespaces) may still be deleting the example's
+    # namespaces: nothing can be created in a terminating namespace, so wait (bounded) until they are gone.
+    _names, namespaces = example_refs()
+    nsres = kube.resources.get(api_version="v1", kind="Namespace")
+
+    def terminating() -> list:
+        return [n.metadata.name for n in nsres.get().items
+                if n.metadata.name in namespaces and n.metadata.deletionTimestamp]
+
+    wait_until(lambda: not terminating(), 240, "an earlier cleanup to finish deleting the example namespaces", 2.0)
     first = run_playbook(TENANTS_PLAYBOOK, inventory=INVENTORY)
     assert first.rc == 0, first.explain()
     yield first
