@@ -85,7 +85,7 @@ unit: collection
 	PYTHONPATH=$(COLL_ROOT) $(PY) -m pytest -q tests/unit
 
 integration: collection
-	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
+	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && GPUAAS_INTEGRATION_NO_SKIP=1 $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
 
 molecule: collection
 	@source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && failed=""; \
