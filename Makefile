@@ -10,7 +10,10 @@ PY          := $(VENV)/bin/python
 PYTHON_BOOT ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3; do command -v $$p >/dev/null 2>&1 && { $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; }; done)
 COLL_ROOT   := $(CURDIR)/.build
 COLL_DIR    := $(COLL_ROOT)/ansible_collections/gpuaas/platform
-LAB_ENV     := $(CURDIR)/.lab/env
+# The lab `make demo`, `make lab-up`, `make integration` and `make molecule` use (override: make LAB_DIR=… lab-up).
+LAB_DIR     ?= $(CURDIR)/.lab
+LAB_ENV      = $(LAB_DIR)/env
+LAB_VARIANT_DIR ?= $(CURDIR)/.lab-variant
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(CURDIR)/$(VENV)/lib/python3.12/site-packages:$(CURDIR)/$(VENV)/lib/python3.13/site-packages
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
@@ -42,28 +45,30 @@ venv: $(VENV)/.installed
 # ansible-test and ansible-playbook need the collection at ansible_collections/gpuaas/platform.
 collection: venv
 	@mkdir -p $(COLL_DIR)
-	@rsync -a --delete --delete-excluded --exclude /.git --exclude /.venv --exclude '/.lab*' --exclude /build --exclude /.build --exclude /.lead-requests.md --exclude /.ansible --exclude tests/output --exclude __pycache__ --exclude .pytest_cache ./ $(COLL_DIR)/
+# Only what git would track is copied: everything .gitignore names (labs, venv, reports a run wrote into the
+# project root, caches) stays out, so nothing a run writes can break the build (issue 20).
+	@rsync -a --delete --delete-excluded --filter=':- .gitignore' --exclude /.git --exclude /.venv --exclude '/.lab*' --exclude /build --exclude /.build --exclude /.lead-requests.md --exclude /.ansible --exclude tests/output --exclude __pycache__ --exclude .pytest_cache --exclude '/gpuaas-validation-report*' ./ $(COLL_DIR)/
 
 lab-build: venv
 	@bash lab/lab.sh build
 
 lab-up: venv
-	@bash lab/lab.sh up
+	@LAB_DIR=$(LAB_DIR) bash lab/lab.sh up
 
 lab-down:
-	@bash lab/lab.sh down
+	@LAB_DIR=$(LAB_DIR) bash lab/lab.sh down
 
 lab-status:
-	@bash lab/lab.sh status
+	@LAB_DIR=$(LAB_DIR) bash lab/lab.sh status
 
 # A second, smaller lab beside the first: OpenShift flavour (ClusterVersion, Infrastructure, MachineSet CRDs),
 # Kueue CRDs of a release that serves only v1beta1, no optional controllers, every port +100.
-LAB_VARIANT_ENV := LAB_DIR=$(CURDIR)/.lab-variant LAB_PORT_OFFSET=$$(( $${LAB_PORT_OFFSET:-0} + 100 )) LAB_COMPONENTS= LAB_FLAVOR=openshift LAB_KUEUE_API=v1beta1
+LAB_VARIANT_ENV = LAB_DIR=$(LAB_VARIANT_DIR) LAB_PORT_OFFSET=$$(( $${LAB_PORT_OFFSET:-0} + 100 )) LAB_COMPONENTS= LAB_FLAVOR=openshift LAB_KUEUE_API=v1beta1
 lab-variant-up: venv
 	@$(LAB_VARIANT_ENV) bash lab/lab.sh up
 
 lab-variant-down:
-	@LAB_DIR=$(CURDIR)/.lab-variant bash lab/lab.sh down
+	@LAB_DIR=$(LAB_VARIANT_DIR) bash lab/lab.sh down
 
 # ansible-test lists files through git when it finds a repository above the collection, and .build/ is
 # git-ignored: so sanity runs on a copy outside the work tree, of what galaxy.yml ships (no lab/, bench/). Its per-test venvs bootstrap pip from a host
@@ -85,7 +90,7 @@ unit: collection
 	PYTHONPATH=$(COLL_ROOT) $(PY) -m pytest -q tests/unit
 
 integration: collection
-	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && GPUAAS_INTEGRATION_NO_SKIP=1 $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
+	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) && GPUAAS_INTEGRATION_NO_SKIP=1 $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
 
 molecule: collection
 	@source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && failed=""; \
@@ -93,20 +98,35 @@ molecule: collection
 	    molecule test -s $$s || failed="$$failed $$s"; done; \
 	  if [ -n "$$failed" ]; then echo "molecule scenarios failed:$$failed"; exit 1; fi
 
-# The whole suite. Every stage runs even when an earlier one failed (CI shows all problems at once); the
-# labs are brought up for the integration and molecule stages (warm start when their binaries are cached) and
-# always torn down at the end. The exit status is non-zero if any stage failed.
+# The whole suite. Every stage runs even when an earlier one failed (CI shows all problems at once); the exit
+# status is non-zero if any stage failed.
+# It runs on labs of its own (.lab-test ports +300, .lab-test-variant +400, .lab-test-demo +600), started fresh
+# and torn down at the end: the lab `make demo` / `make lab-up` started (.lab) is never touched, whatever state
+# you left it in, and no state of yours can fail a test (issue 20). Its first stage is the newcomer's first
+# command: `make demo` on its own lab, in this checkout, so the stages after it run in a checkout the demo has
+# written to, exactly as after `make demo` (the demo's files breaking sanity cannot come back unnoticed).
+TEST_LAB_DIR     := $(CURDIR)/.lab-test
+TEST_VARIANT_DIR := $(CURDIR)/.lab-test-variant
+TEST_DEMO_DIR    := $(CURDIR)/.lab-test-demo
+TEST_LAB_OFFSET  := 300
+TEST_DEMO_OFFSET := 600
 STAGES_BEFORE_LAB := unit sanity lint
 STAGES_ON_LAB     := integration molecule
+TEST_LAB_VARS := LAB_DIR=$(TEST_LAB_DIR) LAB_PORT_OFFSET=$(TEST_LAB_OFFSET) LAB_VARIANT_DIR=$(TEST_VARIANT_DIR)
 test: venv
 	@failed=""; \
+	  echo "=== make demo (on $(TEST_DEMO_DIR), ports +$(TEST_DEMO_OFFSET))"; \
+	  LAB_DIR=$(TEST_DEMO_DIR) bash lab/lab.sh down >/dev/null 2>&1; \
+	  $(MAKE) --no-print-directory demo LAB_DIR=$(TEST_DEMO_DIR) LAB_PORT_OFFSET=$(TEST_DEMO_OFFSET) || failed="$$failed demo"; \
+	  LAB_DIR=$(TEST_DEMO_DIR) bash lab/lab.sh down || failed="$$failed demo-lab-down"; \
 	  for s in $(STAGES_BEFORE_LAB); do echo "=== make $$s"; $(MAKE) --no-print-directory $$s || failed="$$failed $$s"; done; \
-	  echo "=== make lab-up lab-variant-up"; \
-	  if $(MAKE) --no-print-directory lab-up && $(MAKE) --no-print-directory lab-variant-up; then \
-	    for s in $(STAGES_ON_LAB); do echo "=== make $$s"; $(MAKE) --no-print-directory $$s || failed="$$failed $$s"; done; \
+	  echo "=== make lab-up lab-variant-up (fresh: $(TEST_LAB_DIR) ports +$(TEST_LAB_OFFSET), $(TEST_VARIANT_DIR) +$$(( $(TEST_LAB_OFFSET) + 100 )))"; \
+	  $(MAKE) --no-print-directory lab-variant-down lab-down $(TEST_LAB_VARS) >/dev/null 2>&1; \
+	  if $(MAKE) --no-print-directory lab-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-variant-up $(TEST_LAB_VARS); then \
+	    for s in $(STAGES_ON_LAB); do echo "=== make $$s"; $(MAKE) --no-print-directory $$s $(TEST_LAB_VARS) || failed="$$failed $$s"; done; \
 	  else failed="$$failed lab-up"; fi; \
-	  $(MAKE) --no-print-directory lab-variant-down || failed="$$failed lab-variant-down"; \
-	  $(MAKE) --no-print-directory lab-down || failed="$$failed lab-down"; \
+	  $(MAKE) --no-print-directory lab-variant-down $(TEST_LAB_VARS) || failed="$$failed lab-variant-down"; \
+	  $(MAKE) --no-print-directory lab-down $(TEST_LAB_VARS) || failed="$$failed lab-down"; \
 	  if [ -n "$$failed" ]; then echo "=== FAILED stages:$$failed"; exit 1; fi; echo "=== all stages passed"
 
 # The main job against the lab: install the operators, converge the example tenants, monitoring, a demo workload,

@@ -74,9 +74,14 @@ def lab() -> Lab:
     return _lab_from_env()
 
 
+def variant_lab_dir() -> Path:
+    """The variant lab's directory: LAB_VARIANT_DIR (make test: .lab-test-variant), else .lab-variant."""
+    return Path(os.environ.get("LAB_VARIANT_DIR") or REPO / ".lab-variant")
+
+
 @pytest.fixture(scope="session")
 def variant_lab() -> Lab:
-    return _lab_from_env(REPO / ".lab-variant")
+    return _lab_from_env(variant_lab_dir())
 
 
 def _dynamic_client(lab: Lab):

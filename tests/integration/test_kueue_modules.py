@@ -5,6 +5,7 @@ delete; kueue_info; the two-queue playbook of the issue. Everything is prefixed 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -248,7 +249,8 @@ def test_two_queue_setup_converges_idempotent_and_check_mode_diff_writes_nothing
 # -- the v1beta1 path, on the variant lab (make lab-variant-up: Kueue v0.14 CRDs serving only v1beta1) -------------
 
 def _variant_env():
-    env_file = Path(__file__).resolve().parents[2] / ".lab-variant" / "env"
+    # the variant lab's directory as conftest.variant_lab_dir() resolves it (make test: LAB_VARIANT_DIR)
+    env_file = Path(os.environ.get("LAB_VARIANT_DIR") or Path(__file__).resolve().parents[2] / ".lab-variant") / "env"
     values = {}
     if env_file.exists():
         for line in env_file.read_text().splitlines():

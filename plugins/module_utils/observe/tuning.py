@@ -493,12 +493,16 @@ def showback(
 
 
 def showback_csv(data: t.Mapping[str, t.Any]) -> str:
-    """CSV (RFC 4180, header line, empty cells for n/a) of :func:`showback` rows, for finance tools."""
+    """CSV (RFC 4180 quoting, header line, empty cells for n/a) of :func:`showback` rows, for finance tools.
+
+    Lines end in ``\\n``, not RFC 4180's ``\\r\\n``: the file is a text file in the user's working tree (and
+    ``ansible-test sanity`` refuses CRLF in anything that reaches a collection); spreadsheets read both.
+    """
     import csv
     import io
 
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\r\n")
+    writer = csv.writer(buf, lineterminator="\n")
     columns = list(data.get("columns") or SHOWBACK_COLUMNS)
     writer.writerow(columns + (["currency"] if data.get("currency") else []))
     for row in data.get("rows", []):

@@ -186,7 +186,10 @@ def test_showback_rows_cost_and_csv():
     assert rows[("tenant", "lender", None)]["gpu_hours_lent"] == round(1.8 * 10 * STEP / 3600, 4)  # Kueue-only row
     assert rows[("tenant", "lender", None)]["gpu_hours_allocated"] == 0.0
     assert show["rows"][-1]["tenant"] == "(no tenant)"
-    parsed = list(csv.DictReader(io.StringIO(tuning.showback_csv(show))))
+    text = tuning.showback_csv(show)
+    # issue 20: a CRLF file in the project tree failed `ansible-test sanity` after `make demo`
+    assert "\r" not in text and text.endswith("\n") and text.count("\n") == len(show["rows"]) + 1
+    parsed = list(csv.DictReader(io.StringIO(text)))
     line = next(r for r in parsed if r["level"] == "tenant" and r["tenant"] == "idle")
     assert (line["gpu_hours_allocated"], line["cost"], line["currency"], line["namespace"]) == ("3", "7.5", "EUR", "")
 
