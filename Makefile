@@ -131,9 +131,10 @@ test: venv
 
 # The main job against the lab: install the operators, converge the example tenants, monitoring, a demo workload,
 # validate (report + per-tenant table). playbooks/site.yml is the same without the demo workload.
+# The lab inventory names the Prometheus of a lab at offset 0; -e gives it this lab's (ports move with LAB_PORT_OFFSET).
 demo: lab-up collection
 	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && \
-	  ansible-playbook -i playbooks/inventory/lab playbooks/demo.yml
+	  ansible-playbook -i playbooks/inventory/lab playbooks/demo.yml -e "{\"gpuaas_prometheus\": {\"url\": \"$$GPUAAS_PROMETHEUS_URL\"}}"
 
 # The supported ansible-core x Python matrix (docs/awx.md): per entry a cached venv in ~/.cache/gpuaas-matrix, then
 # units, sanity-lite (compile, import, ansible-doc, syntax-check) and, when the lab is up, the AWX-shaped
