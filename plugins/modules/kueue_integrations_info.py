@@ -52,11 +52,29 @@ frameworks:
   elements: str
   sample: [batch/job, pod, deployment, statefulset, jobset.x-k8s.io/jobset, ray.io/rayjob]
 openshift_frameworks:
-  description: The same frameworks in the names of Red Hat's Kueue operand (C(spec.config.integrations.frameworks)).
+  description:
+    - The same frameworks in the names of Red Hat's Kueue operand (C(spec.config.integrations.frameworks)), without
+      those its enum cannot express (see RV(openshift_not_expressible)).
   returned: always
   type: list
   elements: str
   sample: [BatchJob, Pod, Deployment, StatefulSet, JobSet, RayJob]
+openshift_not_expressible:
+  description:
+    - Frameworks of RV(frameworks) that the Red Hat build of Kueue cannot manage (not in its operand's enum, e.g.
+      C(ray.io/rayservice)). Left out of RV(openshift_frameworks) when chosen by C(auto).
+  returned: always
+  type: list
+  elements: str
+  sample: [ray.io/rayservice]
+openshift_problems:
+  description:
+    - Why the Red Hat C(Kueue) operand cannot be written as asked (a framework outside its enum asked for by name,
+      more than 14 frameworks). The C(kueue) role stops with these on OpenShift before it writes anything.
+  returned: always
+  type: list
+  elements: str
+  sample: []
 not_served:
   description: Frameworks (asked for, or known with O(frameworks=auto)) whose API the cluster does not serve.
   returned: always
@@ -103,8 +121,10 @@ def resolve(client: t.Any, frameworks: t.Any) -> t.Dict[str, t.Any]:
     candidates = [i for i in ki.INTEGRATIONS if i.framework in wanted]
     not_served = [i.framework for i in candidates if not served(client, i)]
     chosen = [i.framework for i in candidates if not (auto and i.framework in not_served)]
-    return {"frameworks": chosen, "openshift_frameworks": ki.openshift_names(chosen), "not_served": not_served,
-            "known": ki.known_frameworks()}
+    operand = ki.openshift_operand(chosen, auto)
+    return {"frameworks": chosen, "openshift_frameworks": operand["frameworks"],
+            "openshift_not_expressible": operand["not_expressible"], "openshift_problems": operand["problems"],
+            "not_served": not_served, "known": ki.known_frameworks()}
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ ADMISSION_GATE = "kueue.x-k8s.io/admission"
 
 class Integration(t.NamedTuple):
     framework: str        # Kueue's name in Configuration.integrations.frameworks
-    openshift: str        # Red Hat build of Kueue operand name (spec.config.integrations.frameworks)
+    openshift: str        # Red Hat build of Kueue operand name (spec.config.integrations.frameworks); "" = not in its enum
     group: str            # API group ("" = core)
     version: str          # served version the policy matches
     kind: str
@@ -63,7 +63,8 @@ INTEGRATIONS: t.Tuple[Integration, ...] = (
     Integration("kubeflow.org/mpijob", "MPIJob", "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", False),
     Integration("ray.io/rayjob", "RayJob", "ray.io", "v1", "RayJob", "rayjobs", False),
     Integration("ray.io/raycluster", "RayCluster", "ray.io", "v1", "RayCluster", "rayclusters", False),
-    Integration("ray.io/rayservice", "RayService", "ray.io", "v1", "RayService", "rayservices", False),
+    # The Red Hat build of Kueue's operand enum has no RayService (see OPENSHIFT_MAX_FRAMEWORKS).
+    Integration("ray.io/rayservice", "", "ray.io", "v1", "RayService", "rayservices", False),
     Integration("workload.codeflare.dev/appwrapper", "AppWrapper", "workload.codeflare.dev", "v1beta2", "AppWrapper",
                 "appwrappers", False),
 )
@@ -85,9 +86,39 @@ def known_frameworks() -> t.List[str]:
     return [i.framework for i in INTEGRATIONS]
 
 
+# The Red Hat build of Kueue's operand, openshift/kueue-operator manifests/kueue.openshift.io_kueues.yaml:
+# spec.config.integrations.frameworks is an enum (the ``openshift`` names above, no RayService) with maxItems 14.
+# Its API server refuses anything else, so the collection reports it before writing.
+OPENSHIFT_MAX_FRAMEWORKS = 14
+
+
 def openshift_names(frameworks: t.Iterable[str]) -> t.List[str]:
-    """Upstream framework names -> the Red Hat operand's names (unknown names raise KeyError)."""
-    return [BY_FRAMEWORK[f].openshift for f in frameworks]
+    """Upstream framework names -> the Red Hat operand's names, dropping those its enum cannot express
+    (unknown names raise KeyError)."""
+    return [BY_FRAMEWORK[f].openshift for f in frameworks if BY_FRAMEWORK[f].openshift]
+
+
+def openshift_operand(frameworks: t.Sequence[str], auto: bool) -> t.Dict[str, t.List[str]]:
+    """What the Red Hat ``Kueue`` operand can carry of ``frameworks`` (known upstream names).
+
+    Returns ``frameworks`` (operand names), ``not_expressible`` (upstream names outside its enum) and ``problems``
+    (messages: the run must stop before writing). A framework outside the enum is a problem when it was asked for
+    by name, and only left out (reported in ``not_expressible``) when ``auto`` picked it because its CRD is served;
+    more than ``OPENSHIFT_MAX_FRAMEWORKS`` is always a problem, because which ones to drop is the admin's choice.
+    """
+    not_expressible = [f for f in frameworks if not BY_FRAMEWORK[f].openshift]
+    names = openshift_names(frameworks)
+    problems = []
+    if not_expressible and not auto:
+        problems.append("gpuaas_kueue_integrations: %s cannot be managed by the Red Hat build of Kueue (its Kueue "
+                        "operand's frameworks enum does not include %s); remove %s from the list"
+                        % (", ".join(not_expressible), "it" if len(not_expressible) == 1 else "them",
+                           "it" if len(not_expressible) == 1 else "them"))
+    if len(names) > OPENSHIFT_MAX_FRAMEWORKS:
+        problems.append("gpuaas_kueue_integrations: %d frameworks (%s) but the Red Hat build of Kueue's operand "
+                        "takes at most %d; set gpuaas_kueue_integrations to the %d or fewer your tenants run"
+                        % (len(names), ", ".join(names), OPENSHIFT_MAX_FRAMEWORKS, OPENSHIFT_MAX_FRAMEWORKS))
+    return {"frameworks": names, "not_expressible": not_expressible, "problems": problems}
 
 
 def unknown(frameworks: t.Iterable[str]) -> t.List[str]:

@@ -48,6 +48,29 @@ def test_openshift_operand_names():
         ["BatchJob", "RayJob", "LeaderWorkerSet"]
 
 
+# The enum of openshift/kueue-operator manifests/kueue.openshift.io_kueues.yaml (spec.config.integrations.frameworks),
+# written from that file, not from the collection's table.
+RED_HAT_KUEUE_FRAMEWORKS_ENUM = {"BatchJob", "RayJob", "RayCluster", "JobSet", "MPIJob", "PaddleJob", "PyTorchJob",
+                                 "TFJob", "TrainJob", "XGBoostJob", "JaxJob", "AppWrapper", "Pod", "Deployment",
+                                 "StatefulSet", "LeaderWorkerSet"}
+
+
+def test_openshift_operand_stays_inside_the_red_hat_enum_and_cap():
+    every = ki.known_frameworks()
+    assert set(ki.openshift_names(every)) <= RED_HAT_KUEUE_FRAMEWORKS_ENUM
+    # auto on a cluster serving every CRD: RayService cannot be expressed (left out, reported) and 16 > 14
+    auto = ki.openshift_operand(every, auto=True)
+    assert auto["not_expressible"] == ["ray.io/rayservice"] and "RayService" not in auto["frameworks"]
+    assert len(auto["problems"]) == 1 and "at most 14" in auto["problems"][0]
+    # asked for by name: an error naming it
+    named = ki.openshift_operand(["batch/job", "ray.io/rayservice"], auto=False)
+    assert named["frameworks"] == ["BatchJob"] and len(named["problems"]) == 1
+    assert "ray.io/rayservice cannot be managed by the Red Hat build of Kueue" in named["problems"][0]
+    # 14 is accepted
+    fourteen = [f for f in every if f != "ray.io/rayservice"][:14]
+    assert ki.openshift_operand(fourteen, auto=False)["problems"] == []
+
+
 class FakeClient:
     """Discovery of a cluster serving only the given api_version/kind pairs (besides Kubernetes' own)."""
 
@@ -66,6 +89,7 @@ def test_module_auto_and_explicit_lists():
     assert auto["frameworks"] == ["batch/job", "pod", "deployment", "statefulset", "ray.io/raycluster",
                                   "workload.codeflare.dev/appwrapper"]
     assert auto["openshift_frameworks"] == ["BatchJob", "Pod", "Deployment", "StatefulSet", "RayCluster", "AppWrapper"]
+    assert auto["openshift_problems"] == [] and auto["openshift_not_expressible"] == []
     assert "ray.io/rayjob" in auto["not_served"] and "pod" not in auto["not_served"]
     explicit = info.resolve(client, ["ray.io/rayjob", "batch/job"])
     assert explicit["frameworks"] == ["batch/job", "ray.io/rayjob"]  # kept (Kueue waits for the CRD), reported
