@@ -52,15 +52,34 @@ cache_dir() { # name version -> cache path
   echo "$LAB_CACHE/$1-$key"
 }
 
+# What each cold build took on the reference machine (2 cores, other work on them; docs/lab.md), so a newcomer's
+# first run says how long the silence will last.
+declare -A BUILD_REFERENCE=([kubernetes]="12 min" [etcd]="2 min" [kwok]="5 min" [crds]="1 min" [kueue]="12 min"
+  [keda]="20 min" [helm]="4 min" [charts]="1 min")
+BUILD_INDEX=0; BUILD_TOTAL=0  # set by cmd_build: "component i of n"
+BUILD_HEARTBEAT=${LAB_BUILD_HEARTBEAT:-60}  # seconds between "still building" lines
+
 build_one() { # name var
-  local name=$1 var=$2 script="$LAB_SRC/build/$1.sh" dest tmp start
+  local name=$1 var=$2 script="$LAB_SRC/build/$1.sh" dest tmp start pid
   [ -f "$script" ] || { log "no build script for $name yet (lab/build/$name.sh): skipped"; return 0; }
   dest=$(cache_dir "$name" "${!var}")
   [ -d "$dest" ] && return 0
   tmp="$dest.tmp.$$"; rm -rf "$tmp"; mkdir -p "$tmp" "$LAB_CACHE/logs"
-  log "building $name (${!var}) → $dest (log: $LAB_CACHE/logs/$name.log)"
+  BUILD_INDEX=$((BUILD_INDEX + 1))
+  log "building $name (${!var})${BUILD_TOTAL:+ [$BUILD_INDEX of $BUILD_TOTAL to build]}, about ${BUILD_REFERENCE[$name]:-a few min} on 2 cores → $dest (log: $LAB_CACHE/logs/$name.log)"
   start=$(date +%s)
-  if OUT=$tmp bash "$script" >"$LAB_CACHE/logs/$name.log" 2>&1; then
+  OUT=$tmp bash "$script" >"$LAB_CACHE/logs/$name.log" 2>&1 &
+  pid=$!
+  # a sign of life while a build runs for minutes: elapsed time and the build's last log line
+  while kill -0 "$pid" 2>/dev/null; do
+    local waited=0
+    while [ "$waited" -lt "$BUILD_HEARTBEAT" ] && kill -0 "$pid" 2>/dev/null; do sleep 1; waited=$((waited + 1)); done
+    if kill -0 "$pid" 2>/dev/null; then
+      local last; last=$(tail -n1 "$LAB_CACHE/logs/$name.log" 2>/dev/null | cut -c1-90)
+      log "  … $name: $(( ($(date +%s) - start) / 60 )) min $(( ($(date +%s) - start) % 60 )) s so far${last:+ (last: $last)}"
+    fi
+  done
+  if wait "$pid"; then
     mv "$tmp" "$dest"; log "built $name in $(( $(date +%s) - start ))s"
   else
     rm -rf "$tmp"; tail -20 "$LAB_CACHE/logs/$name.log" >&2; return 1
@@ -90,7 +109,14 @@ ensure_go() {
 
 cmd_build() {
   ensure_go
-  local item failed=""
+  local item failed="" wanted=" ${LAB_COMPONENTS-$LAB_COMPONENTS_DEFAULT} helm charts "
+  BUILD_INDEX=0; BUILD_TOTAL=0
+  for item in $CORE_BUILDS $OPTIONAL_BUILDS; do
+    case "$CORE_BUILDS" in *"$item"*) ;; *) case "$wanted" in *" ${item%%:*} "*) ;; *) continue;; esac;; esac
+    local version_var=${item##*:}
+    [ -d "$(cache_dir "${item%%:*}" "${!version_var}")" ] || BUILD_TOTAL=$((BUILD_TOTAL + 1))
+  done
+  [ "$BUILD_TOTAL" -eq 0 ] || log "$BUILD_TOTAL component(s) to build once into $LAB_CACHE (later runs start from the cache)"
   for item in $CORE_BUILDS; do build_one "${item%%:*}" "${item##*:}" || die "building ${item%%:*} failed"; done
   for item in $OPTIONAL_BUILDS; do
     case " ${LAB_COMPONENTS-$LAB_COMPONENTS_DEFAULT} helm charts " in *" ${item%%:*} "*) build_one "${item%%:*}" "${item##*:}" || failed="$failed ${item%%:*}";; esac
