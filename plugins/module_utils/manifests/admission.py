@@ -31,7 +31,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_in
     Integration,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, add_ownership
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import ACCELERATOR_PREFIXES, is_accelerator
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.quantity import ACCELERATOR_PREFIXES, is_accelerator
 
 VAP_V = "admissionregistration.k8s.io/v1"
 POLICY_NAME = "gpuaas-require-kueue-queue"
