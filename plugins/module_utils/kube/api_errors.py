@@ -32,7 +32,6 @@ def missing_api_hint(group: str) -> str:
     return GROUP_HINTS.get(group, "is the operator that provides this API installed and its CRDs established?")
 
 
-
 def _status_body(exc: t.Any) -> t.Dict[str, t.Any]:
     body = getattr(exc, "body", None)
     if isinstance(body, bytes):

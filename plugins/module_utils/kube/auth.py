@@ -115,7 +115,6 @@ class KubeAnsibleModule(_AnsibleModule):  # type: ignore[misc,valid-type]
         super()._log_invocation()  # type: ignore[misc]
 
 
-
 def _env_value(name: str) -> t.Optional[str]:
     for env in ("K8S_AUTH_%s" % name.upper(),) + _ENV_ALIASES.get(name, ()):
         value = os.environ.get(env)

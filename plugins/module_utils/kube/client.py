@@ -76,7 +76,6 @@ class _MultiHeader(str):
         return self
 
 
-
 def get_client(module: t.Any = None, params: t.Optional[t.Mapping[str, t.Any]] = None) -> "KubeClient":
     """A cached KubeClient for the module's connection options (or ``params``)."""
     check_requirements()

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
+# Both names are used by the kube/ modules that import them from here.
 try:
-    import kubernetes
-    from kubernetes.client.rest import ApiException
+    import kubernetes  # pylint: disable=unused-import
+    from kubernetes.client.rest import ApiException  # pylint: disable=unused-import
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None
 except ImportError as _imp_err:  # pragma: no cover - reported by check_requirements()

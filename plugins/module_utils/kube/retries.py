@@ -98,7 +98,6 @@ def is_transient_status(exc: t.Any) -> bool:
     return "failed calling webhook" not in text and "admission webhook" not in text
 
 
-
 def with_retries(call: t.Callable[[], t.Any], client: t.Any, what: str = "the request") -> t.Any:
     """Run ``call`` under ``client.retry`` (RetryPolicy), ``client.sleep`` and ``client.clock``.
 

@@ -48,7 +48,7 @@ def test_proxy_headers_from_env(monkeypatch):
 
 def test_configuration_from_host_and_token():
     conf = cl.build_configuration({"host": "https://k8s.example:6443/", "api_key": "tok", "validate_certs": False,
-                                    "ca_cert": "/ca", "proxy": "http://proxy:3128", "no_proxy": "localhost"})
+                                   "ca_cert": "/ca", "proxy": "http://proxy:3128", "no_proxy": "localhost"})
     assert conf.host == "https://k8s.example:6443"
     assert conf.api_key == {"authorization": "Bearer tok"}
     assert conf.verify_ssl is False and conf.ssl_ca_cert == "/ca"
