@@ -13,7 +13,7 @@ import copy
 import json
 import typing as t
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import quantity_value
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.quantity import quantity_value
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import FIELD_MANAGER
 
 

@@ -46,11 +46,11 @@ KIND_TIERS: t.Dict[str, int] = {
 }
 DEFAULT_TIER = 5
 
-# Readiness used by wait=True when no explicit condition is given.
+# Readiness used by wait=True when no explicit condition is given. Deployments, StatefulSets and DaemonSets are
+# not here: a condition cannot say that a rollout is complete (kube/waiter.py ROLLOUT_CHECKS).
 READY_CONDITIONS: t.Dict[str, t.Dict[str, str]] = {
     "ClusterQueue": {"type": "Active", "status": "True"},
     "LocalQueue": {"type": "Active", "status": "True"},
-    "Deployment": {"type": "Available", "status": "True"},
     "ScaledObject": {"type": "Ready", "status": "True"},
     "CustomResourceDefinition": {"type": "Established", "status": "True"},
 }

@@ -1,8 +1,11 @@
-# -*- coding: utf-8 -*-
-# Copyright: (c) 2026, gpuaas.platform contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Waiting for objects: readiness (per kind) and deletion (finalizers).
 
-"""Waiting for objects: readiness conditions (per kind, kube/kinds.py) and deletion (finalizers)."""
+Readiness is strict, as kubernetes.core's ``k8s/waiter.py``: a Deployment, StatefulSet or DaemonSet is ready
+only when its controller has observed the current spec (``status.observedGeneration`` >= ``metadata.generation``)
+and the rollout is complete (every replica updated and available, no old replica left), never on a condition
+alone, which can still describe the previous spec. Other kinds wait for their condition (kube/kinds.py
+``READY_CONDITIONS``), trusted only when written for the current generation.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,151 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.errors import Gpua
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kinds import READY_CONDITIONS
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, ObjectResult, ReconcileResult
+
+# Why an object is not ready yet, or None when it is.
+ReadinessCheck = t.Callable[[t.Mapping[str, t.Any]], t.Optional[str]]
+
+AVAILABLE = {"type": "Available", "status": "True"}
+
+
+def _status_count(status: t.Mapping[str, t.Any], name: str) -> int:
+    """A replica counter of ``status``; the API server leaves zero counters out."""
+    return int(status.get(name) or 0)
+
+
+def _spec_replicas(obj: t.Mapping[str, t.Any]) -> int:
+    """``spec.replicas``, defaulted to 1 as the API server does."""
+    replicas = (obj.get("spec") or {}).get("replicas")
+    return 1 if replicas is None else int(replicas)
+
+
+def _generation_not_observed(obj: t.Mapping[str, t.Any]) -> t.Optional[str]:
+    """Why the controller's status may not describe the current spec: no status, ``observedGeneration`` missing
+    or behind.
+
+    Stricter than ``Waiter.observed_current``: the workload controllers always write ``observedGeneration``, so
+    a status without it has not been written for this object yet.
+    """
+    if not obj.get("status"):
+        return "no status yet: the controller has not processed the object"
+    generation = (obj.get("metadata") or {}).get("generation")
+    if generation is None:
+        return None
+    observed = obj["status"].get("observedGeneration")
+    if observed is None or int(observed) < int(generation):
+        return ("status is for an older spec (observedGeneration %s, generation %s): the controller has not "
+                "processed the change yet" % (observed, generation))
+    return None
+
+
+def _rolling_update(obj: t.Mapping[str, t.Any]) -> bool:
+    """Whether the controller replaces old pods itself (``RollingUpdate``, the default) rather than ``OnDelete``."""
+    strategy = (obj.get("spec") or {}).get("updateStrategy") or {}
+    return strategy.get("type", "RollingUpdate") == "RollingUpdate"
+
+
+def deployment_not_ready(obj: t.Mapping[str, t.Any]) -> t.Optional[str]:
+    """Why a Deployment is not ready: the current generation observed, ``spec.replicas`` replicas in total, all
+    updated and available (no old replica left, none unavailable) and ``Available=True``; None when ready."""
+    stale = _generation_not_observed(obj)
+    if stale:
+        return stale
+    status = obj.get("status") or {}
+    wanted = _spec_replicas(obj)
+    total, updated, available = (_status_count(status, n) for n in ("replicas", "updatedReplicas", "availableReplicas"))
+    if not total == updated == available == wanted:
+        return ("rollout in progress: %d of %d replicas updated, %d available, %d in total"
+                % (updated, wanted, available, total))
+    if _status_count(status, "unavailableReplicas"):
+        return "%d replicas unavailable" % _status_count(status, "unavailableReplicas")
+    if not Waiter.condition_met(obj, AVAILABLE):
+        return _condition_problem(obj, AVAILABLE)
+    return None
+
+
+def statefulset_not_ready(obj: t.Mapping[str, t.Any]) -> t.Optional[str]:
+    """Why a StatefulSet is not ready: the current generation observed, ``spec.replicas`` replicas in total and
+    ready, and with ``RollingUpdate`` every replica above the partition updated (the whole set on the update
+    revision when the partition is 0); None when ready. ``OnDelete`` sets are ready with every replica ready."""
+    stale = _generation_not_observed(obj)
+    if stale:
+        return stale
+    status = obj.get("status") or {}
+    wanted = _spec_replicas(obj)
+    total, ready = _status_count(status, "replicas"), _status_count(status, "readyReplicas")
+    if not total == ready == wanted:
+        return "%d of %d replicas ready, %d in total" % (ready, wanted, total)
+    if not _rolling_update(obj):
+        return None
+    strategy = (obj.get("spec") or {}).get("updateStrategy") or {}
+    partition = int((strategy.get("rollingUpdate") or {}).get("partition") or 0)
+    want_updated = max(wanted - partition, 0)
+    updated = _status_count(status, "updatedReplicas")
+    if updated < want_updated:
+        return "rollout in progress: %d of %d replicas updated" % (updated, want_updated)
+    if partition == 0 and status.get("updateRevision") != status.get("currentRevision"):
+        return ("rollout in progress: current revision %s, update revision %s"
+                % (status.get("currentRevision"), status.get("updateRevision")))
+    return None
+
+
+def daemonset_not_ready(obj: t.Mapping[str, t.Any]) -> t.Optional[str]:
+    """Why a DaemonSet is not ready: the current generation observed and, on every node it should run on, a pod
+    that is ready, available and (with ``RollingUpdate``) updated; None when ready."""
+    stale = _generation_not_observed(obj)
+    if stale:
+        return stale
+    status = obj.get("status") or {}
+    if status.get("desiredNumberScheduled") is None:
+        return "not scheduled yet (no status.desiredNumberScheduled)"
+    wanted = _status_count(status, "desiredNumberScheduled")
+    ready, available = _status_count(status, "numberReady"), _status_count(status, "numberAvailable")
+    updated = _status_count(status, "updatedNumberScheduled") if _rolling_update(obj) else wanted
+    if not updated == ready == available == wanted:
+        return ("rollout in progress: %d of %d pods updated, %d ready, %d available"
+                % (updated, wanted, ready, available))
+    if _status_count(status, "numberUnavailable"):
+        return "%d pods unavailable" % _status_count(status, "numberUnavailable")
+    return None
+
+
+# Kinds whose readiness is a complete rollout rather than one condition.
+ROLLOUT_CHECKS: t.Dict[str, ReadinessCheck] = {
+    "Deployment": deployment_not_ready,
+    "StatefulSet": statefulset_not_ready,
+    "DaemonSet": daemonset_not_ready,
+}
+
+
+def _condition_problem(obj: t.Mapping[str, t.Any], condition: t.Mapping[str, t.Any]) -> str:
+    """Why ``obj`` does not meet ``condition``: stale, another status, or no such condition yet."""
+    conds = [c for c in ((obj.get("status") or {}).get("conditions") or []) if c.get("type") == condition.get("type")]
+    if conds and not Waiter.observed_current(obj, conds[0]):
+        return ("%s=%s is for an older spec (observedGeneration %s, generation %s): the controller "
+                "has not processed the change yet" % (
+                    conds[0].get("type"), conds[0].get("status"),
+                    conds[0].get("observedGeneration", (obj.get("status") or {}).get("observedGeneration")),
+                    (obj.get("metadata") or {}).get("generation")))
+    if conds:
+        return "%s=%s (%s: %s)" % (conds[0].get("type"), conds[0].get("status"),
+                                   conds[0].get("reason"), conds[0].get("message"))
+    return "no %s condition yet" % condition.get("type")
+
+
+def readiness_check(kind: str, condition: t.Optional[t.Mapping[str, t.Any]] = None) -> t.Optional[ReadinessCheck]:
+    """How to tell that an object of ``kind`` is ready: ``condition`` when given, else the kind's rollout check or
+    readiness condition; None for kinds that are ready once they exist."""
+    if condition is None:
+        if kind in ROLLOUT_CHECKS:
+            return ROLLOUT_CHECKS[kind]
+        condition = READY_CONDITIONS.get(kind)
+        if not condition:
+            return None
+    wanted = condition
+
+    def check(obj: t.Mapping[str, t.Any]) -> t.Optional[str]:
+        return None if Waiter.condition_met(obj, wanted) else _condition_problem(obj, wanted)
+    return check
 
 
 class Waiter:
@@ -57,17 +205,17 @@ class Waiter:
 
     def wait_ready(self, results: t.Sequence[ObjectResult], condition: t.Optional[t.Mapping[str, t.Any]] = None,
                    timeout: float = 120, sleep: float = 2.0, result: t.Optional[ReconcileResult] = None) -> None:
-        """Wait until every object meets ``condition`` (default: its kind's readiness condition)."""
+        """Wait until every object is ready: ``condition`` when given, else its kind's readiness (``readiness_check``)."""
         pending = []
         for r in results:
-            cond = condition or READY_CONDITIONS.get(r.ref.kind)
-            if cond:
-                pending.append((r, cond))
+            check = readiness_check(r.ref.kind, condition)
+            if check:
+                pending.append((r, check))
         deadline = time.monotonic() + timeout
-        last: t.Dict[ObjectRef, t.Any] = {}
+        why: t.Dict[ObjectRef, str] = {}
         while pending:
             still = []
-            for r, cond in pending:
+            for r, check in pending:
                 res = self.client.resource(r.ref.api_version, r.ref.kind)
                 if result is not None:
                     result.requests["get"] += 1
@@ -75,33 +223,17 @@ class Waiter:
                     obj = res.get(r.ref.name, r.ref.namespace)
                 except ApiException as exc:
                     raise translate_api_exception(exc, "read", str(r.ref))
-                if obj is not None and self.condition_met(obj, cond):
+                problem = check(obj or {})
+                if obj is not None and problem is None:
                     r.object = obj
                     continue
-                last[r.ref] = obj
-                still.append((r, cond))
+                why[r.ref] = problem or "not found"
+                still.append((r, check))
             pending = still
             if not pending:
                 return
             if time.monotonic() >= deadline:
-                problems = []
-                for r, cond in pending:
-                    obj = last.get(r.ref) or {}
-                    conds = [c for c in ((obj.get("status") or {}).get("conditions") or [])
-                             if c.get("type") == cond.get("type")]
-                    if conds and not self.observed_current(obj, conds[0]):
-                        detail = ("%s=%s is for an older spec (observedGeneration %s, generation %s): the controller "
-                                  "has not processed the change yet" % (
-                                      conds[0].get("type"), conds[0].get("status"),
-                                      conds[0].get("observedGeneration",
-                                                   (obj.get("status") or {}).get("observedGeneration")),
-                                      (obj.get("metadata") or {}).get("generation")))
-                    elif conds:
-                        detail = "%s=%s (%s: %s)" % (conds[0].get("type"), conds[0].get("status"),
-                                                     conds[0].get("reason"), conds[0].get("message"))
-                    else:
-                        detail = "no %s condition yet" % cond.get("type")
-                    problems.append("%s: %s" % (r.ref, detail))
+                problems = ["%s: %s" % (r.ref, why[r.ref]) for r, _check in pending]
                 hint = "check the objects' status and the controller's logs"
                 if any(r.ref.kind in ("ClusterQueue", "LocalQueue") for r, _c in pending):
                     hint = ("a ClusterQueue is Active only when its ResourceFlavors (and AdmissionChecks) exist and "

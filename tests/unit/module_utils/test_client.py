@@ -47,8 +47,8 @@ def test_proxy_headers_from_env(monkeypatch):
 
 
 def test_configuration_from_host_and_token():
-    conf = cl._build_configuration({"host": "https://k8s.example:6443/", "api_key": "tok", "validate_certs": False,
-                                    "ca_cert": "/ca", "proxy": "http://proxy:3128", "no_proxy": "localhost"})
+    conf = cl.build_configuration({"host": "https://k8s.example:6443/", "api_key": "tok", "validate_certs": False,
+                                   "ca_cert": "/ca", "proxy": "http://proxy:3128", "no_proxy": "localhost"})
     assert conf.host == "https://k8s.example:6443"
     assert conf.api_key == {"authorization": "Bearer tok"}
     assert conf.verify_ssl is False and conf.ssl_ca_cert == "/ca"
@@ -63,7 +63,7 @@ def test_configuration_from_kubeconfig_dict():
         "contexts": [{"name": "a", "context": {"cluster": "c", "user": "u"}},
                      {"name": "b", "context": {"cluster": "c", "user": "u", "namespace": "x"}}],
     }
-    conf = cl._build_configuration({"kubeconfig": kubeconfig, "context": "b"})
+    conf = cl.build_configuration({"kubeconfig": kubeconfig, "context": "b"})
     assert conf.host == "https://1.2.3.4:6443"
     assert conf.verify_ssl is False
     assert (conf.api_key.get("BearerToken") or conf.api_key.get("authorization")) == "Bearer abc"
@@ -71,12 +71,12 @@ def test_configuration_from_kubeconfig_dict():
 
 def test_bad_kubeconfig_is_explained(tmp_path):
     with pytest.raises(GpuaasError) as err:
-        cl._build_configuration({"kubeconfig": str(tmp_path / "missing"), "context": "x"})
+        cl.build_configuration({"kubeconfig": str(tmp_path / "missing"), "context": "x"})
     assert "kubeconfig" in err.value.hint
 
 
 def test_impersonation_headers():
-    conf = cl._build_configuration({"host": "https://h", "api_key": "t"})
+    conf = cl.build_configuration({"host": "https://h", "api_key": "t"})
     kc = cl.KubeClient(conf, {"impersonate_user": "alice", "impersonate_groups": ["g1", "g2"]})
     headers = kc.api_client.default_headers
     assert headers["Impersonate-User"] == "alice"
@@ -85,7 +85,7 @@ def test_impersonation_headers():
 
 class Discovery(cl.KubeClient):
     def __init__(self, served):
-        super().__init__(cl._build_configuration({"host": "https://h", "api_key": "t"}))
+        super().__init__(cl.build_configuration({"host": "https://h", "api_key": "t"}))
         self.served_gv = served
         self.requests = []
 
@@ -192,7 +192,7 @@ def apiserver():
 
 
 def test_requests_through_the_installed_kubernetes_library(apiserver):
-    conf = cl._build_configuration({"host": apiserver.url, "api_key": "sekret"})
+    conf = cl.build_configuration({"host": apiserver.url, "api_key": "sekret"})
     client = cl.KubeClient(conf, {"impersonate_user": "alice", "impersonate_groups": ["g1", "g2"]})
     res = client.resource("kueue.x-k8s.io/v1beta2", "ClusterQueue")
     items = res.list(label_selector="app.kubernetes.io/managed-by=gpuaas.platform")
@@ -226,3 +226,16 @@ def test_requests_through_the_installed_kubernetes_library(apiserver):
                                   "dryRun": ["All"]}
     assert apiserver.requests[-1]["headers"]["content-type"] == ["application/json"]
     assert apiserver.requests[-1]["path"].endswith("/clusterqueues/q?dryRun=All")
+
+
+def test_client_keeps_exporting_what_modules_import():
+    """client.py is split (auth, retries, api_errors, library); kube.client stays the one import path."""
+    from ansible_collections.gpuaas.platform.plugins.module_utils.kube import api_errors, auth, library, retries
+
+    for module, names in ((auth, ("K8S_AUTH_ARG_SPEC", "KubeAnsibleModule", "auth_params", "build_configuration",
+                                  "register_secrets", "kubeconfig_secrets")),
+                          (retries, ("ApiUnreachable", "RetryPolicy", "is_connection_error", "with_retries")),
+                          (api_errors, ("translate_api_exception", "connection_error", "missing_api_hint")),
+                          (library, ("ApiException", "check_requirements", "HAS_KUBERNETES"))):
+        for name in names:
+            assert getattr(cl, name) is getattr(module, name), name
