@@ -13,6 +13,11 @@
   it only reclaims its nominal quota from a borrower; a preempted job restarts from zero and is queued again at
   the back (Kueue's default requeuing timestamp: the eviction).
 
+Zero latency also means a run's pod is bound when it is admitted (``Run.bind = start``): offline, GPU work
+equals quota held. The ideal picks work by allocation ÷ entitlement, the ratio Jain's index scores, so its
+fairness is close to 1 by construction and its allocation is **not** an upper bound (issue 26: see
+``metrics.packing_bound`` for one).
+
 With the tenancy tree this is the **ideal** (fair-share policy, zero overhead); with the static variant's tree (no
 cohorts) it is the **static** partition: every tenant alone in its nominal quota, nothing to preempt.
 """
@@ -34,6 +39,7 @@ class Run:
     start: float
     end: float
     evicted: bool = False
+    bind: Optional[float] = None   # when the pod was bound to a node (GPUs start working); None: never bound
 
 
 @dataclass
@@ -45,6 +51,7 @@ class JobResult:
     submit: float
     duration: float
     runs: List[Run] = field(default_factory=list)
+    evictions: Optional[int] = None   # recorded Evicted=True transitions (lab); None: one per evicted run
 
     @property
     def first_start(self) -> Optional[float]:
@@ -91,7 +98,7 @@ def simulate(jobs: List[Mapping], tree: Tree, capacity: Mapping[str, float],
                 and pool_use + job.size <= capacity[job.pool] + EPS)
 
     def start(job: JobResult, now: float) -> None:
-        run = Run(now, now + job.duration)
+        run = Run(now, now + job.duration, bind=now)   # zero latency: bound when admitted
         job.runs.append(run)
         token = next(tokens)
         running[job.id] = (job, run, token)
