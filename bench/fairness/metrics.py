@@ -264,6 +264,22 @@ def summarise(results: List[JobResult], tree: Tree, fair_tree: Tree, capacity: M
     work_all = sum(j.size * (ww[1] - ww[0]) for j, r, ww in windows if ww)
     work_wasted = sum(j.size * (ww[1] - ww[0]) for j, r, ww in windows if ww and r.evicted and r is not done_run(j))
     finished = [j for j in results if j.finish is not None]
+    # where quota held is not work: before the pod is bound (a node with room for the whole job, pod creation)
+    # and after its work (Kueue's Finished); GPU-minutes and the worst run
+    prebind = [(r.bind - r.start, j.size, j.id) for j in results for r in j.runs if r.bind is not None]
+    unbound = [(r.end - r.start, j.size, j.id) for j in results for r in j.runs if r.bind is None]
+    lag = [(r.end - (r.bind + j.duration), j.size, j.id) for j in results for r in j.runs
+           if not r.evicted and r.bind is not None]
+    worst_pre = max(prebind, default=(0.0, 0, None))
+    worst_lag = max(lag, default=(0.0, 0, None))
+    overhead = {
+        "before_bind_gpu_minutes": sum(d * size for d, size, _ in prebind),
+        "before_bind_max": {"minutes": worst_pre[0], "size": worst_pre[1], "job": worst_pre[2]},
+        "never_bound_runs": len(unbound),
+        "never_bound_gpu_minutes": sum(d * size for d, size, _ in unbound),
+        "after_work_gpu_minutes": sum(max(0.0, d) * size for d, size, _ in lag),
+        "after_work_max": {"minutes": worst_lag[0], "size": worst_lag[1], "job": worst_lag[2]},
+    }
     first_submit = min((j.submit for j in results), default=0.0)
     out.update({
         "jobs": len(results),
@@ -273,6 +289,7 @@ def summarise(results: List[JobResult], tree: Tree, fair_tree: Tree, capacity: M
         "runs_evicted": runs_evicted,
         "runs_evicted_per_100": 100.0 * runs_evicted / len(results) if results else float("nan"),
         "churn": churn(results),
+        "overhead": overhead,
         "finished_by_earlier_pod": sorted(j.id for j in results if j.finish is not None and done_run(j) is not None
                                           and done_run(j) is not j.runs[-1]),
         "wasted_fraction": gpu_wasted / gpu_all if gpu_all > 0 else 0.0,

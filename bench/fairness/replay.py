@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -278,6 +279,7 @@ def replay(trace: Mapping[str, Any], variant: str, out: Path, scale: float = 1.0
         sched = start_binpack_scheduler(lab_dir, 10309 + int(os.environ.get("LAB_PORT_OFFSET", "0")))
     prom = os.environ.get("GPUAAS_PROMETHEUS_URL")
     before = prom_counters(prom)
+    load_before = os.getloadavg()
     recorder = Recorder(kube, namespaces).start()
     time.sleep(2)   # let both watches start
     jobs_api = kube.resources.get(api_version="batch/v1", kind="Job")
@@ -322,7 +324,10 @@ def replay(trace: Mapping[str, Any], variant: str, out: Path, scale: float = 1.0
     meta = {"variant": variant, "t0_ms": int(t0 * 1000), "scale": scale, "binpack": binpack,
             "trace_sha256": trace["sha256"], "trace_seed": trace["params"].get("seed"), "jobs": len(trace["jobs"]),
             "created": created, "errors": errors, "converge_seconds": converge_s,
-            "prometheus_before": before, "prometheus_after": after, "ended_ms": int(time.time() * 1000)}
+            "prometheus_before": before, "prometheus_after": after, "ended_ms": int(time.time() * 1000),
+            # the machine and its load during the replay (issue 26: every figure says what it ran on)
+            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                        "load_before": list(load_before), "load_after": list(os.getloadavg())}}
     (out / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
     with (out / "events.jsonl").open("w") as f:
         for ev in sorted(recorder.events, key=lambda e: e["ms"]):

@@ -177,14 +177,18 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
              "Inventory: %s. Nodes (GPUs per node): %s." % (
                  settings.get("inventory") or "bench/fairness/inventory.yml",
                  ", ".join("%s %s" % (p, "+".join("%g" % x for x in n)) for p, n in nodes.items())),
-             "Lab runs per variant: %s (no spread with one run)." % (
-                 ", ".join("%s %d" % kv for kv in runs.items()) or "none"),
+             ("Lab runs per variant: %s (one run each: no spread)." % ", ".join("%s %d" % kv for kv in runs.items())
+              if runs else "Lab runs: none (offline simulators only: deterministic, one run each)."),
              "Summarised on: %s (the lab runs' own machine and load are in docs/benchmarks.md and meta.json)." % machine(),
              ""]
     for variant, meta in metas.items():
         lines.append("- lab `%s`: 1 trace minute = %s s, bin-packing scheduler %s, converge %.1f s, %d submit errors, "
                      "wall %.0f s" % (variant, meta["scale"], "on" if meta["binpack"] else "off", meta["converge_seconds"],
                                       len(meta["errors"]), (meta["ended_ms"] - meta["t0_ms"]) / 1000.0))
+        m = meta.get("machine")
+        lines.append("  machine: %s" % ("%s, %s CPUs, load average %s before and %s after the replay" % (
+            m["platform"], m["cpus"], "/".join("%.1f" % x for x in m["load_before"]),
+            "/".join("%.1f" % x for x in m["load_after"])) if m else "not recorded in meta.json (replays before issue 26)"))
         res = schedules["%s (lab)" % variant]
         unbound = sum(1 for r in res for x in r.runs if x.bind is None)
         lines.append("  Kueue's counters in Prometheus: admitted +%s (recorded %d admissions), preempted +%s "

@@ -208,7 +208,20 @@ def figures_table(named: Mapping[str, Mapping[str, Any]], statics: Mapping[str, 
                       if w["preempted"] else "–",
                       ", ".join("%s×%s" % (k, v) for k, v in c["preemptions_histogram"].items()),
                       ", ".join("%s %s" % (t, v) for t, v in c["preemptions_by_tenant"].items() if v)])
-    return (table(header, rows) + "\n\nWait for first admission (trace minutes):\n\n" + "\n".join(waits) +
+    over = []
+    for name, s in named.items():
+        o = s["overhead"]
+        over.append([name, fmt(o["before_bind_gpu_minutes"], 1),
+                     "%s min (%s GPUs, %s)" % (fmt(o["before_bind_max"]["minutes"], 1), o["before_bind_max"]["size"],
+                                               o["before_bind_max"]["job"]) if o["before_bind_max"]["minutes"] > 1e-9 else "–",
+                     "%d / %s" % (o["never_bound_runs"], fmt(o["never_bound_gpu_minutes"], 1)),
+                     fmt(o["after_work_gpu_minutes"], 1),
+                     "%s min (%s GPUs, %s)" % (fmt(o["after_work_max"]["minutes"], 1), o["after_work_max"]["size"],
+                                               o["after_work_max"]["job"]) if o["after_work_max"]["minutes"] > 1e-9 else "–"])
+    return (table(header, rows) + "\n\nQuota held without GPU work (GPU-minutes over the whole schedule):\n\n" +
+            table(["schedule", "admitted, pod not bound yet", "worst run", "runs never bound / GPU-min",
+                   "pod's work done, not Finished yet", "worst run"], over) +
+            "\n\nWait for first admission (trace minutes):\n\n" + "\n".join(waits) +
             "\n\nChurn per workload (preemptions = Evicted=True transitions; runs evicted = admissions that ended in "
             "an eviction):\n\n" +
             table(["schedule", "admissions", "preemptions", "runs evicted", "jobs preempted", "jobs preempted > 2×",

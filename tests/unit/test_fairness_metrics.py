@@ -128,3 +128,15 @@ def test_a_job_finished_by_the_pod_of_an_evicted_run():
     s = metrics.summarise([d], TREE, TREE, {"gpu": 2.0}, step=1.0)
     assert s["finished_by_earlier_pod"] == ["D"]
     assert s["wasted_work_fraction"] == 0.0   # its only work was not wasted
+
+
+def test_overhead_before_the_bind_and_after_the_work():
+    s = metrics.summarise(schedule(), TREE, TREE, {"gpu": 4.0}, step=1.0)
+    o = s["overhead"]
+    # before the bind: A 2 GPUs x (1 - 0) + B 2 x (2 - 0) + B 2 x (4 - 4) = 2 + 4 + 0 = 6 GPU-min; worst B, 2 min
+    assert o["before_bind_gpu_minutes"] == pytest.approx(6.0)
+    assert o["before_bind_max"] == {"minutes": 2.0, "size": 2, "job": "B"}
+    # after the work (finished runs only): A Finished 5 - (1 + 3) = 1 min x 2; B 14 - (4 + 10) = 0 -> 2 GPU-min
+    assert o["after_work_gpu_minutes"] == pytest.approx(2.0)
+    assert o["after_work_max"] == {"minutes": 1.0, "size": 2, "job": "A"}
+    assert o["never_bound_runs"] == 0
