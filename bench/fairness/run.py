@@ -66,9 +66,10 @@ def load_results(path: Path) -> List[JobResult]:
 
 
 def offline(trace: Dict[str, Any], out: Path, inv: Optional[Dict[str, Any]] = None,
-            capacity: Optional[Dict[str, float]] = None) -> None:
+            nodes: Optional[Dict[str, List[float]]] = None) -> None:
     inv = inv or model.load_inventory()
-    capacity = capacity or CAPACITY
+    nodes = nodes or NODES
+    capacity = {p: sum(n) for p, n in nodes.items()}
     (out / "offline").mkdir(parents=True, exist_ok=True)
     for name, variant in (("ideal", "tenancy"), ("static", "static"), ("ideal-weights1", "weights1")):
         res = sim.simulate(trace["jobs"], model.tree_from_inventory(model.variant(inv, variant)), capacity)
@@ -79,6 +80,9 @@ def offline(trace: Dict[str, Any], out: Path, inv: Optional[Dict[str, Any]] = No
     res = sim.simulate(trace["jobs"], model.tree_from_inventory(model.with_quotas(inv, quotas, tree)), capacity)
     dump_results(res, out / "offline" / "static-demand.json")
     (out / "offline" / "static-demand-quotas.json").write_text(json.dumps(quotas, indent=1, sort_keys=True))
+    # work-conserving, node-aware FIFO without tenants: what GPU work needs no fairness policy, and whose fairness
+    # is not chosen by the ratio Jain's index scores
+    dump_results(sim.fifo(trace["jobs"], nodes), out / "offline" / "fifo.json")
 
 
 def machine() -> str:
@@ -143,7 +147,7 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
     fair = model.tree_from_inventory(inv)
     named: Dict[str, Any] = {}
     schedules: Dict[str, List[JobResult]] = {}
-    for name in ("ideal", "static", "ideal-weights1", "static-demand"):
+    for name in ("ideal", "static", "ideal-weights1", "static-demand", "fifo"):
         p = out / "offline" / ("%s.json" % name)
         if p.exists():
             schedules["%s (offline)" % name] = load_results(p)
@@ -268,7 +272,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "trace": str(args.trace) if args.trace else None}, indent=1, sort_keys=True))
     print("trace: %d jobs, seed %s, sha256 %s" % (len(trace["jobs"]), trace["params"].get("seed"), trace["sha256"]),
           flush=True)
-    offline(trace, out, inv, capacity)
+    offline(trace, out, inv, nodes)
     if not args.offline_only:
         from bench.fairness import replay
 

@@ -220,3 +220,41 @@ def _victims(job: JobResult, tenant: str, pool: str, use: Dict[str, float], ent:
         left[j.tenant] -= j.size
         freed += j.size
     return chosen
+
+
+def fifo(jobs: List[Mapping], nodes: Mapping[str, List[float]]) -> List[JobResult]:
+    """A work-conserving, node-aware reference that knows nothing of tenants, quotas or fairness (issue 26).
+
+    Zero latency; jobs wait in one queue per pool in submission order; whenever a job arrives or finishes, every
+    queued job that fits on a node starts, in queue order (a later, smaller job passes one that does not fit yet:
+    Kueue's BestEffortFIFO, without quotas), on the fitting node with the fewest free GPUs (bin-packing). No
+    preemption. Its fairness is whatever first-come-first-served gives, so its Jain index is a reference computed
+    independently of the ratio the index scores; a job larger than every node of its pool never starts."""
+    results = [JobResult(j["id"], j["tenant"], j["pool"], int(j["size"]), float(j["submit"]), float(j["duration"]))
+               for j in jobs if j["pool"] in nodes]
+    free = {p: [float(x) for x in n] for p, n in nodes.items()}
+    seq = itertools.count()
+    events: List[tuple] = []   # (time, kind 0=finish 1=arrival, seq, payload)
+    for r in results:
+        heapq.heappush(events, (r.submit, 1, next(seq), r))
+    queue: Dict[str, List[JobResult]] = {p: [] for p in nodes}
+    while events:
+        now = events[0][0]
+        while events and events[0][0] <= now + EPS:
+            _, kind, _, payload = heapq.heappop(events)
+            if kind == 1:
+                queue[payload.pool].append(payload)
+            else:
+                pool, node, size = payload
+                free[pool][node] += size
+        for pool, q in queue.items():
+            for job in list(q):
+                fitting = [(f, i) for i, f in enumerate(free[pool]) if f >= job.size - EPS]
+                if not fitting:
+                    continue
+                _, node = min(fitting)
+                free[pool][node] -= job.size
+                q.remove(job)
+                job.runs.append(Run(now, now + job.duration, bind=now))
+                heapq.heappush(events, (now + job.duration, 0, next(seq), (pool, node, job.size)))
+    return results
