@@ -199,3 +199,64 @@ def entitlements(tree: Tree, pool: str, demand: Mapping[str, float], capacity: O
     for root, cap in zip(tree.roots, root_caps):
         descend(root, cap)
     return out
+
+
+def apportion(total: int, demand: Mapping[str, float], minimum: Mapping[str, int]) -> Dict[str, int]:
+    """Integer shares of ``total`` proportional to ``demand`` (Hamilton: floors, then the largest remainders, ties
+    in the given order), each at least ``minimum``: a name whose share falls below its minimum gets the minimum and
+    the rest is apportioned again among the others. Names of zero demand get their minimum (usually 0)."""
+    names = list(demand)
+    fixed: Dict[str, int] = {}
+    while True:
+        free = [n for n in names if n not in fixed]
+        left = total - sum(fixed.values())
+        weight = sum(max(0.0, float(demand[n])) for n in free)
+        if left < sum(minimum.get(n, 0) for n in free):
+            raise ValueError("%d cannot hold the minimum shares %s" % (total, dict(minimum)))
+        if weight <= 0:
+            out = dict(fixed, **{n: minimum.get(n, 0) for n in free})
+            return out
+        ideal = {n: left * max(0.0, float(demand[n])) / weight for n in free}
+        share = {n: int(ideal[n]) for n in free}
+        rest = left - sum(share.values())
+        for n in sorted(free, key=lambda n: (-(ideal[n] - share[n]), names.index(n)))[:rest]:
+            share[n] += 1
+        low = [n for n in free if share[n] < minimum.get(n, 0)]
+        if not low:
+            return dict(fixed, **share)
+        for n in low:
+            fixed[n] = minimum.get(n, 0)
+
+
+def demand_quotas(tree: Tree, jobs: List[Mapping[str, Any]], capacity: Mapping[str, float]) -> Dict[str, Dict[str, int]]:
+    """A static partition of each pool that follows the demand: nominal quota proportional to each tenant's
+    GPU-minutes (size x duration) in ``jobs`` (hindsight of the whole trace), at least the tenant's largest job
+    so that every job can run. tenant -> pool -> quota."""
+    out: Dict[str, Dict[str, int]] = {t: {} for t in tree.tenant_names}
+    for pool, cap in capacity.items():
+        work = {t: 0.0 for t in tree.tenant_names}
+        biggest = {t: 0 for t in tree.tenant_names}
+        for j in jobs:
+            if j["pool"] == pool and j["tenant"] in work:
+                work[j["tenant"]] += float(j["size"]) * float(j["duration"])
+                biggest[j["tenant"]] = max(biggest[j["tenant"]], int(j["size"]))
+        for t, q in apportion(int(cap), work, biggest).items():
+            out[t][pool] = q
+    return out
+
+
+def with_quotas(inventory: Mapping[str, Any], quotas: Mapping[str, Mapping[str, int]], tree: Tree) -> Dict[str, Any]:
+    """The static variant of ``inventory`` with each tenant's accelerator nominal quota replaced by ``quotas``."""
+    inv = variant(inventory, "static")
+    for tenant in inv["gpuaas_tenants"]:
+        mine = quotas.get(tenant["name"], {})
+        kept = []
+        for q in tenant.get("quotas") or []:
+            if q["flavor"] in tree.pools:
+                continue
+            kept.append(q)
+        for pool, amount in mine.items():
+            if amount > 0:
+                kept.append({"flavor": pool, "resources": {tree.pools[pool]: amount}})
+        tenant["quotas"] = kept
+    return inv

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -117,6 +118,7 @@ class Recorder:
         self.stop = threading.Event()
         self.state: Dict[str, Dict[str, str]] = {}
         self.bound: Dict[str, str] = {}
+        self.phase: Dict[str, str] = {}
         self.threads = [threading.Thread(target=self._loop, args=(KUEUE, "Workload"), daemon=True),
                         threading.Thread(target=self._loop, args=("v1", "Pod"), daemon=True)]
 
@@ -152,7 +154,8 @@ class Recorder:
                         break
             except Exception as exc:  # a watch that expires (410) or breaks is started again from now
                 if "410" in str(exc) or "Expired" in str(exc):
-                    rv = None
+                    rv = None   # transitions in between are lost: say so in the events
+                    self._emit(kind="watch-gap", resource=kind, error=str(exc)[:200])
                 time.sleep(0.2)
 
     def _workload(self, etype: str, obj: Dict[str, Any]) -> None:
@@ -167,11 +170,15 @@ class Recorder:
             ctype = cond.get("type")
             if ctype not in CONDITIONS:
                 continue
-            value = "%s/%s/%s" % (cond.get("status"), cond.get("reason"), cond.get("lastTransitionTime"))
+            # lastTransitionTime has 1 s resolution: a condition set again within the same second (a second
+            # preemption, a re-admission) differs only in its message (Kueue names the preemptor there)
+            value = "%s/%s/%s/%s" % (cond.get("status"), cond.get("reason"), cond.get("lastTransitionTime"),
+                                     cond.get("message"))
             if seen.get(ctype) != value:
                 seen[ctype] = value
                 self._emit(kind="workload", job=job, namespace=meta["namespace"], type=ctype,
                            status=cond.get("status"), reason=cond.get("reason"),
+                           message=(cond.get("message") or "")[:200], rv=meta.get("resourceVersion"),
                            cq=((obj.get("status") or {}).get("admission") or {}).get("clusterQueue"))
 
     def _pod(self, etype: str, obj: Dict[str, Any]) -> None:
@@ -181,6 +188,12 @@ class Recorder:
         if etype != "DELETED" and node and self.bound.get(meta["name"]) != node:
             self.bound[meta["name"]] = node
             self._emit(kind="bound", job=job, namespace=meta["namespace"], pod=meta["name"], node=node)
+        # when the pod's work really ended (issue 26: the work window is bind -> bind + duration only as a model)
+        phase = (obj.get("status") or {}).get("phase")
+        state = "deleted" if etype == "DELETED" else phase
+        if state in ("Succeeded", "Failed", "deleted") and self.phase.get(meta["name"]) != state:
+            self.phase[meta["name"]] = state
+            self._emit(kind="pod-end", job=job, namespace=meta["namespace"], pod=meta["name"], state=state)
 
 
 def job_body(job: Mapping[str, Any], namespace: str, resource: str, scale: float, binpack: bool) -> Dict[str, Any]:
@@ -266,6 +279,7 @@ def replay(trace: Mapping[str, Any], variant: str, out: Path, scale: float = 1.0
         sched = start_binpack_scheduler(lab_dir, 10309 + int(os.environ.get("LAB_PORT_OFFSET", "0")))
     prom = os.environ.get("GPUAAS_PROMETHEUS_URL")
     before = prom_counters(prom)
+    load_before = os.getloadavg()
     recorder = Recorder(kube, namespaces).start()
     time.sleep(2)   # let both watches start
     jobs_api = kube.resources.get(api_version="batch/v1", kind="Job")
@@ -308,9 +322,12 @@ def replay(trace: Mapping[str, Any], variant: str, out: Path, scale: float = 1.0
     time.sleep(6)   # one more Prometheus scrape (5 s) of Kueue's counters
     after = prom_counters(prom)
     meta = {"variant": variant, "t0_ms": int(t0 * 1000), "scale": scale, "binpack": binpack,
-            "trace_sha256": trace["sha256"], "trace_seed": trace["params"]["seed"], "jobs": len(trace["jobs"]),
+            "trace_sha256": trace["sha256"], "trace_seed": trace["params"].get("seed"), "jobs": len(trace["jobs"]),
             "created": created, "errors": errors, "converge_seconds": converge_s,
-            "prometheus_before": before, "prometheus_after": after, "ended_ms": int(time.time() * 1000)}
+            "prometheus_before": before, "prometheus_after": after, "ended_ms": int(time.time() * 1000),
+            # the machine and its load during the replay (issue 26: every figure says what it ran on)
+            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                        "load_before": list(load_before), "load_after": list(os.getloadavg())}}
     (out / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
     with (out / "events.jsonl").open("w") as f:
         for ev in sorted(recorder.events, key=lambda e: e["ms"]):
@@ -320,7 +337,13 @@ def replay(trace: Mapping[str, Any], variant: str, out: Path, scale: float = 1.0
 
 
 def to_results(trace: Mapping[str, Any], meta: Mapping[str, Any], events: List[Mapping[str, Any]]) -> List[JobResult]:
-    """The recorded schedule in trace minutes since t0 (submission = when the Job was created)."""
+    """The recorded schedule in trace minutes since t0 (submission = when the Job was created).
+
+    A run lasts from QuotaReserved=True to Finished, or to QuotaReserved=False after an eviction (the quota is held
+    until the Job has stopped). ``Run.bind`` is the first pod binding recorded inside the run (None: the pod was
+    never bound before the run ended). ``JobResult.evictions`` counts every Evicted=True transition of the workload,
+    including a second preemption of a workload whose pods are still stopping (one run, two evictions): the figure
+    Kueue's ``kueue_preempted_workloads_total`` counts."""
     t0, scale = meta["t0_ms"], meta["scale"]
     end_ms = meta["ended_ms"]
 
@@ -328,18 +351,24 @@ def to_results(trace: Mapping[str, Any], meta: Mapping[str, Any], events: List[M
         return (ms - t0) / 1000.0 / scale
 
     by_job: Dict[str, List[Mapping[str, Any]]] = {}
+    binds: Dict[str, List[float]] = {}
     for ev in events:
         if ev["kind"] == "workload" and ev.get("job"):
             by_job.setdefault(ev["job"], []).append(ev)
+        elif ev["kind"] == "bound" and ev.get("job"):
+            binds.setdefault(ev["job"], []).append(minutes(ev["ms"]))
     out = []
     for job in trace["jobs"]:
         name = "fs-%s" % job["id"]
         created = meta["created"].get(job["id"])
         r = JobResult(job["id"], job["tenant"], job["pool"], int(job["size"]),
                       minutes(created) if created else float(job["submit"]), float(job["duration"]))
+        r.evictions = 0
         running: Optional[Run] = None
         for ev in sorted(by_job.get(name, []), key=lambda e: e["ms"]):
             t = minutes(ev["ms"])
+            if ev["type"] == "Evicted" and ev["status"] == "True":
+                r.evictions += 1
             if ev["type"] == "QuotaReserved" and ev["status"] == "True" and (running is None or running.evicted):
                 running = Run(t, t)
                 r.runs.append(running)
@@ -356,6 +385,9 @@ def to_results(trace: Mapping[str, Any], meta: Mapping[str, Any], events: List[M
         if running is not None and not running.evicted:
             running.end = minutes(end_ms)   # still running when the replay ended
             running.evicted = True
+        for run in r.runs:
+            inside = [b for b in sorted(binds.get(name, [])) if run.start - 1e-9 <= b <= run.end + 1e-9]
+            run.bind = inside[0] if inside else None
         out.append(r)
     return out
 

@@ -5,6 +5,14 @@
     python bench/fairness/run.py --jobs 120 --horizon 160 --out bench/fairness/results/reduced
     python bench/fairness/run.py --offline-only --out /tmp/fs                           # no lab needed
     python bench/fairness/run.py --summarise-only bench/fairness/results/reduced        # redo the figures
+    python bench/fairness/run.py --inventory my-tenants.yml --capacity fs-h100=8+8,fs-mig-1g=7 \
+        --trace my-trace.json --offline-only --out /tmp/mine                              # your tenancy, your trace
+
+``--inventory``: a tenant inventory in the collection's format (default ``bench/fairness/inventory.yml``; the
+variants are derived from it). ``--capacity``: GPUs per node of each pool (flavor), ``pool=8+8`` = two nodes of 8
+(default: the lab, ``lab/topology.yaml``). ``--trace``: replay this trace file (format: ``bench/fairness/trace.py``)
+instead of generating one. The choices are stored in ``run.json`` beside the results, and ``--summarise-only``
+reads them from there.
 
 The lab replay needs a dedicated lab with Kueue (the variants are full reconciles of the tenancy), e.g.
 ``LAB_DIR=.lab-fair LAB_PORT_OFFSET=500 LAB_COMPONENTS=kueue bash lab/lab.sh up`` then ``source .lab-fair/env``.
@@ -20,14 +28,29 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.fairness import metrics, model, sim, summarise, trace as tracegen  # noqa: E402
 from bench.fairness.sim import JobResult, Run  # noqa: E402
 
-CAPACITY = {"fs-h100": 16.0, "fs-mig-1g": 7.0}   # lab/topology.yaml
+NODES = {"fs-h100": [8.0, 8.0], "fs-mig-1g": [7.0]}   # lab/topology.yaml: two 8-GPU H100 nodes, one A100 as 7 slices
+CAPACITY = {pool: sum(n) for pool, n in NODES.items()}
+
+
+def parse_capacity(text: str) -> Dict[str, List[float]]:
+    """``fs-h100=8+8,fs-mig-1g=7`` -> {"fs-h100": [8.0, 8.0], "fs-mig-1g": [7.0]} (GPUs per node of each pool)."""
+    out: Dict[str, List[float]] = {}
+    for part in [p.strip() for p in text.split(",") if p.strip()]:
+        pool, sep, nodes = part.partition("=")
+        if not sep or not pool.strip():
+            raise ValueError("capacity %r: expected pool=GPUs[+GPUs...]" % part)
+        sizes = [float(x) for x in nodes.split("+") if x.strip()]
+        if not sizes or any(x <= 0 for x in sizes):
+            raise ValueError("capacity %r: every node needs a positive GPU count" % part)
+        out[pool.strip()] = sizes
+    return out
 
 
 def dump_results(results: List[JobResult], path: Path) -> None:
@@ -37,17 +60,29 @@ def dump_results(results: List[JobResult], path: Path) -> None:
 def load_results(path: Path) -> List[JobResult]:
     out = []
     for d in json.loads(path.read_text()):
-        runs = [Run(**r) for r in d.pop("runs")]
+        runs = [Run(**dict({"bind": r["start"]}, **r)) for r in d.pop("runs")]   # files before issue 26: bind = start
         out.append(JobResult(runs=runs, **d))
     return out
 
 
-def offline(trace: Dict[str, Any], out: Path) -> None:
-    inv = model.load_inventory()
+def offline(trace: Dict[str, Any], out: Path, inv: Optional[Dict[str, Any]] = None,
+            nodes: Optional[Dict[str, List[float]]] = None) -> None:
+    inv = inv or model.load_inventory()
+    nodes = nodes or NODES
+    capacity = {p: sum(n) for p, n in nodes.items()}
     (out / "offline").mkdir(parents=True, exist_ok=True)
     for name, variant in (("ideal", "tenancy"), ("static", "static"), ("ideal-weights1", "weights1")):
-        res = sim.simulate(trace["jobs"], model.tree_from_inventory(model.variant(inv, variant)), CAPACITY)
+        res = sim.simulate(trace["jobs"], model.tree_from_inventory(model.variant(inv, variant)), capacity)
         dump_results(res, out / "offline" / ("%s.json" % name))
+    # a static partition that follows the trace's demand instead of the inventory's quotas (issue 26)
+    tree = model.tree_from_inventory(inv)
+    quotas = model.demand_quotas(tree, trace["jobs"], capacity)
+    res = sim.simulate(trace["jobs"], model.tree_from_inventory(model.with_quotas(inv, quotas, tree)), capacity)
+    dump_results(res, out / "offline" / "static-demand.json")
+    (out / "offline" / "static-demand-quotas.json").write_text(json.dumps(quotas, indent=1, sort_keys=True))
+    # work-conserving, node-aware FIFO without tenants: what GPU work needs no fairness policy, and whose fairness
+    # is not chosen by the ratio Jain's index scores
+    dump_results(sim.fifo(trace["jobs"], nodes), out / "offline" / "fifo.json")
 
 
 def machine() -> str:
@@ -66,15 +101,53 @@ def counter_delta(meta: Dict[str, Any], name: str) -> Optional[float]:
     return total
 
 
-def summarise_dir(out: Path) -> str:
+def _settings(out: Path) -> Dict[str, Any]:
+    p = out / "run.json"
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def _inventory(settings: Mapping[str, Any]) -> Dict[str, Any]:
+    return model.load_inventory(Path(settings["inventory"])) if settings.get("inventory") else model.load_inventory()
+
+
+def cross_check(meta: Mapping[str, Any], res: List[JobResult]) -> List[str]:
+    """Recorded admissions and evictions per ClusterQueue against Kueue's counters (deltas over the replay)."""
+    lines = []
+    for name, label, recorded in (
+            ("admitted", "admissions", {}), ("evicted", "evictions (victim queue)", {})):
+        for j in res:
+            recorded[j.tenant] = recorded.get(j.tenant, 0) + (len(j.runs) if name == "admitted" else
+                                                              metrics.evictions_of(j))
+        after, before = meta["prometheus_after"].get(name), meta["prometheus_before"].get(name)
+        if not isinstance(after, list):
+            lines.append("  %s per ClusterQueue: Prometheus unavailable" % label)
+            continue
+        kueue: Dict[str, float] = {}
+        for m, v in after:
+            kueue[m.get("cluster_queue")] = kueue.get(m.get("cluster_queue"), 0.0) + v
+        for m, v in before if isinstance(before, list) else []:
+            kueue[m.get("cluster_queue")] = kueue.get(m.get("cluster_queue"), 0.0) - v
+        cells = ["%s %d/%d" % (t, recorded.get(t, 0), kueue.get(t, 0)) for t in sorted(set(recorded) | set(kueue))
+                 if t and (recorded.get(t, 0) or kueue.get(t, 0))]
+        same = all(recorded.get(t, 0) == kueue.get(t, 0) for t in set(recorded) | set(kueue) if t)
+        lines.append("  %s per ClusterQueue, recorded/Kueue: %s (%s)" % (label, ", ".join(cells),
+                                                                          "equal" if same else "**differ**"))
+    return lines
+
+
+def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
+                  nodes: Optional[Dict[str, List[float]]] = None) -> str:
     from bench.fairness import replay
 
+    settings = _settings(out)
+    inv = inv or _inventory(settings)
+    nodes = nodes or {p: [float(x) for x in n] for p, n in (settings.get("nodes") or NODES).items()}
+    capacity = {p: sum(n) for p, n in nodes.items()}
     trace = json.loads((out / "trace.json").read_text())
-    inv = model.load_inventory()
     fair = model.tree_from_inventory(inv)
     named: Dict[str, Any] = {}
     schedules: Dict[str, List[JobResult]] = {}
-    for name in ("ideal", "static", "ideal-weights1"):
+    for name in ("ideal", "static", "ideal-weights1", "static-demand", "fifo"):
         p = out / "offline" / ("%s.json" % name)
         if p.exists():
             schedules["%s (offline)" % name] = load_results(p)
@@ -87,7 +160,7 @@ def summarise_dir(out: Path) -> str:
             schedules["%s (lab)" % variant] = replay.to_results(trace, meta, replay.load_events(d / "events.jsonl"))
             dump_results(schedules["%s (lab)" % variant], d / "schedule.json")
     for name, res in schedules.items():
-        named[name] = metrics.summarise(res, fair, fair, CAPACITY)
+        named[name] = metrics.summarise(res, fair, fair, capacity, nodes=nodes)
     statics = {}
     for name in named:
         lab_static = named.get("static (lab)")
@@ -96,28 +169,56 @@ def summarise_dir(out: Path) -> str:
     plots.mkdir(exist_ok=True)
     for name, res in schedules.items():
         slug = name.replace(" (", "-").replace(")", "").replace(" ", "-")
-        for pool, cap in CAPACITY.items():
+        for pool, cap in capacity.items():
             (plots / ("%s-%s.svg" % (slug, pool))).write_text(
                 summarise.stacked_svg(res, pool, fair.tenant_names, cap, "%s — %s allocation by tenant" % (name, pool)))
+    runs = {v: 1 for v in metas}
     lines = ["# Fair-sharing benchmark: %s" % out.name, "",
+             "Written by `python bench/fairness/run.py --summarise-only %s` (bench/fairness/run.py, metrics.py, "
+             "summarise.py)." % out,
              "Trace: %d jobs, seed %s, sha256 `%s`, horizon %s trace minutes." % (
-                 len(trace["jobs"]), trace["params"]["seed"], trace["sha256"], trace["params"]["horizon"]),
-             "Machine: %s." % machine(), ""]
+                 len(trace["jobs"]), trace["params"].get("seed"), trace["sha256"], trace["params"].get("horizon")),
+             "Inventory: %s. Nodes (GPUs per node): %s." % (
+                 settings.get("inventory") or "bench/fairness/inventory.yml",
+                 ", ".join("%s %s" % (p, "+".join("%g" % x for x in n)) for p, n in nodes.items())),
+             ("Lab runs per variant: %s (one run each: no spread)." % ", ".join("%s %d" % kv for kv in runs.items())
+              if runs else "Lab runs: none (offline simulators only: deterministic, one run each)."),
+             "Summarised on: %s (the lab runs' own machine and load are in docs/benchmarks.md and meta.json)." % machine(),
+             ""]
     for variant, meta in metas.items():
         lines.append("- lab `%s`: 1 trace minute = %s s, bin-packing scheduler %s, converge %.1f s, %d submit errors, "
                      "wall %.0f s" % (variant, meta["scale"], "on" if meta["binpack"] else "off", meta["converge_seconds"],
                                       len(meta["errors"]), (meta["ended_ms"] - meta["t0_ms"]) / 1000.0))
+        m = meta.get("machine")
+        lines.append("  machine: %s" % ("%s, %s CPUs, load average %s before and %s after the replay" % (
+            m["platform"], m["cpus"], "/".join("%.1f" % x for x in m["load_before"]),
+            "/".join("%.1f" % x for x in m["load_after"])) if m else "not recorded in meta.json (replays before issue 26)"))
         res = schedules["%s (lab)" % variant]
-        lines.append("  cross-check with Kueue's counters in Prometheus: admitted +%s (recorded %d admissions), "
-                     "preempted +%s (recorded %d evictions)" % (
+        unbound = sum(1 for r in res for x in r.runs if x.bind is None)
+        lines.append("  Kueue's counters in Prometheus: admitted +%s (recorded %d admissions), preempted +%s "
+                     "(recorded %d evictions in %d evicted runs); %d runs never had a pod bound" % (
                          counter_delta(meta, "admitted"), sum(len(r.runs) for r in res),
-                         counter_delta(meta, "preempted"), sum(1 for r in res for x in r.runs if x.evicted)))
-    lines += ["", summarise.figures_table(named, statics, fair), ""]
+                         counter_delta(meta, "preempted"), sum(metrics.evictions_of(r) for r in res),
+                         sum(1 for r in res for x in r.runs if x.evicted), unbound))
+        lines += cross_check(meta, res)
+    demand_q = out / "offline" / "static-demand-quotas.json"
+    if demand_q.exists():
+        q = json.loads(demand_q.read_text())
+        same = all(q[t].get(p, 0) == int(fair.tenant_nodes[t].nominal.get(p, 0)) for t in q for p in q[t])
+        lines += ["", "Static partition following the trace's demand (`model.demand_quotas`: quotas ∝ each tenant's "
+                  "GPU-minutes, at least its largest job): %s — %s." % (
+                      "; ".join("%s %s" % (t, ", ".join("%s %d" % kv for kv in sorted(v.items()))) for t, v in q.items()),
+                      "**the same as the inventory's nominal quotas**, so `static-demand (offline)` equals "
+                      "`static (offline)`" if same else "differs from the inventory's nominal quotas")]
+    lines += ["", "Headline: GPU work (pod bound → bound + duration) while saturated; quota held "
+              "(QuotaReserved → Finished) in brackets; the gap is quota held while no pod works. The bound is the "
+              "most GPUs the jobs present at each saturated instant could occupy on the nodes (packing, no fairness).",
+              "", summarise.figures_table(named, statics, fair), ""]
     ideal = named.get("ideal (offline)")
     for name in ("tenancy (lab)", "weights1 (lab)", "ideal (offline)"):
         if name in named:
             c = summarise.compare(named[name], statics[name], ideal)
-            lines += ["Targets for **%s** (static reference: %s):" % (
+            lines += ["Targets for **%s** (static reference: %s; every pool with a figure is judged):" % (
                 name, "static (lab)" if statics[name] is named.get("static (lab)") else "static (offline)"), "",
                 summarise.table(["target", "measured", ""], summarise.target_rows(c)), ""]
     text = "\n".join(lines)
@@ -131,9 +232,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument("--jobs", type=int, default=450)
     ap.add_argument("--horizon", type=float, default=600.0, help="trace minutes")
+    ap.add_argument("--rates", choices=("quota", "equal"), default="quota",
+                    help="arrival rate per tenant of a generated trace (see bench/fairness/trace.py)")
     ap.add_argument("--scale", type=float, default=1.0, help="seconds of lab time per trace minute")
     ap.add_argument("--variants", default=",".join(model.VARIANTS))
     ap.add_argument("--no-binpack", action="store_true", help="use the lab's default (spreading) scheduler")
+    ap.add_argument("--inventory", type=Path, help="tenant inventory (default: bench/fairness/inventory.yml)")
+    ap.add_argument("--capacity", help="GPUs per node of each pool, e.g. fs-h100=8+8,fs-mig-1g=7 (default: the lab)")
+    ap.add_argument("--trace", type=Path, help="replay this trace file instead of generating one")
     ap.add_argument("--offline-only", action="store_true")
     ap.add_argument("--summarise-only", type=Path)
     ap.add_argument("--out", type=Path, default=Path("bench/fairness/results/latest"))
@@ -141,21 +247,42 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.summarise_only:
         print(summarise_dir(args.summarise_only))
         return 0
+    inv = model.load_inventory(args.inventory) if args.inventory else model.load_inventory()
+    nodes = parse_capacity(args.capacity) if args.capacity else NODES
+    tree = model.tree_from_inventory(inv)
+    missing = sorted(set(tree.pools) - set(nodes))
+    if missing:
+        ap.error("--capacity has no nodes for the pool(s) %s of the inventory" % ", ".join(missing))
+    nodes = {p: nodes[p] for p in tree.pools}
+    capacity = {p: sum(n) for p, n in nodes.items()}
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    trace = tracegen.generate(args.seed, args.jobs, args.horizon)
+    if args.trace:
+        trace = json.loads(args.trace.read_text())
+        if not tracegen.verify(trace):
+            ap.error("%s: sha256 does not match its jobs and params" % args.trace)
+        unknown = sorted({j["tenant"] for j in trace["jobs"]} - set(tree.tenant_names))
+        if unknown:
+            ap.error("%s: tenants not in the inventory: %s" % (args.trace, ", ".join(unknown)))
+    else:
+        trace = tracegen.generate(args.seed, args.jobs, args.horizon, tree=tree, rates=args.rates)
     (out / "trace.json").write_text(json.dumps(trace, indent=1, sort_keys=True))
-    print("trace: %d jobs, seed %d, sha256 %s" % (len(trace["jobs"]), args.seed, trace["sha256"]), flush=True)
-    offline(trace, out)
+    (out / "run.json").write_text(json.dumps({
+        "inventory": str(args.inventory) if args.inventory else None, "nodes": nodes,
+        "trace": str(args.trace) if args.trace else None}, indent=1, sort_keys=True))
+    print("trace: %d jobs, seed %s, sha256 %s" % (len(trace["jobs"]), trace["params"].get("seed"), trace["sha256"]),
+          flush=True)
+    offline(trace, out, inv, nodes)
     if not args.offline_only:
         from bench.fairness import replay
 
         for variant in [v for v in args.variants.split(",") if v]:
             start = time.monotonic()
-            replay.replay(trace, variant, out / "lab" / variant, scale=args.scale, binpack=not args.no_binpack)
+            replay.replay(trace, variant, out / "lab" / variant, scale=args.scale, binpack=not args.no_binpack,
+                          inventory=inv)
             print("variant %s replayed in %.0f s" % (variant, time.monotonic() - start), flush=True)
-            summarise_dir(out)   # figures so far, in case a later variant is interrupted
-    print(summarise_dir(out))
+            summarise_dir(out, inv, nodes)   # figures so far, in case a later variant is interrupted
+    print(summarise_dir(out, inv, nodes))
     return 0
 
 

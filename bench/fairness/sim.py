@@ -13,6 +13,11 @@
   it only reclaims its nominal quota from a borrower; a preempted job restarts from zero and is queued again at
   the back (Kueue's default requeuing timestamp: the eviction).
 
+Zero latency also means a run's pod is bound when it is admitted (``Run.bind = start``): offline, GPU work
+equals quota held. The ideal picks work by allocation ÷ entitlement, the ratio Jain's index scores, so its
+fairness is close to 1 by construction and its allocation is **not** an upper bound (issue 26: see
+``metrics.packing_bound`` for one).
+
 With the tenancy tree this is the **ideal** (fair-share policy, zero overhead); with the static variant's tree (no
 cohorts) it is the **static** partition: every tenant alone in its nominal quota, nothing to preempt.
 """
@@ -34,6 +39,7 @@ class Run:
     start: float
     end: float
     evicted: bool = False
+    bind: Optional[float] = None   # when the pod was bound to a node (GPUs start working); None: never bound
 
 
 @dataclass
@@ -45,6 +51,7 @@ class JobResult:
     submit: float
     duration: float
     runs: List[Run] = field(default_factory=list)
+    evictions: Optional[int] = None   # recorded Evicted=True transitions (lab); None: one per evicted run
 
     @property
     def first_start(self) -> Optional[float]:
@@ -91,7 +98,7 @@ def simulate(jobs: List[Mapping], tree: Tree, capacity: Mapping[str, float],
                 and pool_use + job.size <= capacity[job.pool] + EPS)
 
     def start(job: JobResult, now: float) -> None:
-        run = Run(now, now + job.duration)
+        run = Run(now, now + job.duration, bind=now)   # zero latency: bound when admitted
         job.runs.append(run)
         token = next(tokens)
         running[job.id] = (job, run, token)
@@ -213,3 +220,41 @@ def _victims(job: JobResult, tenant: str, pool: str, use: Dict[str, float], ent:
         left[j.tenant] -= j.size
         freed += j.size
     return chosen
+
+
+def fifo(jobs: List[Mapping], nodes: Mapping[str, List[float]]) -> List[JobResult]:
+    """A work-conserving, node-aware reference that knows nothing of tenants, quotas or fairness (issue 26).
+
+    Zero latency; jobs wait in one queue per pool in submission order; whenever a job arrives or finishes, every
+    queued job that fits on a node starts, in queue order (a later, smaller job passes one that does not fit yet:
+    Kueue's BestEffortFIFO, without quotas), on the fitting node with the fewest free GPUs (bin-packing). No
+    preemption. Its fairness is whatever first-come-first-served gives, so its Jain index is a reference computed
+    independently of the ratio the index scores; a job larger than every node of its pool never starts."""
+    results = [JobResult(j["id"], j["tenant"], j["pool"], int(j["size"]), float(j["submit"]), float(j["duration"]))
+               for j in jobs if j["pool"] in nodes]
+    free = {p: [float(x) for x in n] for p, n in nodes.items()}
+    seq = itertools.count()
+    events: List[tuple] = []   # (time, kind 0=finish 1=arrival, seq, payload)
+    for r in results:
+        heapq.heappush(events, (r.submit, 1, next(seq), r))
+    queue: Dict[str, List[JobResult]] = {p: [] for p in nodes}
+    while events:
+        now = events[0][0]
+        while events and events[0][0] <= now + EPS:
+            _, kind, _, payload = heapq.heappop(events)
+            if kind == 1:
+                queue[payload.pool].append(payload)
+            else:
+                pool, node, size = payload
+                free[pool][node] += size
+        for pool, q in queue.items():
+            for job in list(q):
+                fitting = [(f, i) for i, f in enumerate(free[pool]) if f >= job.size - EPS]
+                if not fitting:
+                    continue
+                _, node = min(fitting)
+                free[pool][node] -= job.size
+                q.remove(job)
+                job.runs.append(Run(now, now + job.duration, bind=now))
+                heapq.heappush(events, (now + job.duration, 0, next(seq), (pool, node, job.size)))
+    return results

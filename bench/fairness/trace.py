@@ -11,6 +11,17 @@ Time is in *trace minutes*; the replay compresses it (default 1 trace minute = 1
 Jobs ask for 1/2/4/8 GPUs of the H100 pool (never more than the tenant's nominal quota, so the static partition
 can run every job), or 1/2 MIG slices for tenants with a MIG quota. Durations are lognormal. The same seed gives
 the same trace (``sha256`` of its canonical JSON is recorded with it).
+
+Arrival rates (``rates``): ``"quota"`` (the default) makes each tenant's rate while ON proportional to its share
+of the accelerator quota (the sum over pools of its nominal ÷ the pool's total nominal), so a tenant with half the
+GPUs submits about as much as two tenants with a quarter each; ``"equal"`` gives every tenant the same rate (the
+traces committed before issue 26, e.g. ``results/reduced/trace.json``, were made so and are reproduced
+bit for bit by it). A tenant without any accelerator quota submits nothing (it cannot run anything in the
+static partition); the ``alone`` phase and the burst belong to the first tenant with quota on the GPU pool.
+
+Trace file format (``--trace`` of run.py): JSON ``{"params": {...}, "jobs": [...], "sha256": "..."}``; each job
+``{"id", "tenant", "pool" (flavor name), "size" (GPUs or slices), "submit" and "duration" (trace minutes),
+"phase"}``; ``sha256`` = sha256 of ``{"jobs", "params"}`` as compact, key-sorted JSON (``canonical_sha256``).
 """
 
 from __future__ import annotations
@@ -61,16 +72,30 @@ def _onoff_periods(rng: random.Random, start: float, end: float, mean_on: float,
     return out
 
 
+def rate_weights(tree: Tree, rates: str = "quota") -> Dict[str, float]:
+    """Relative arrival rate per tenant (see the module docstring); 0 for a tenant without accelerator quota."""
+    if rates not in ("quota", "equal"):
+        raise ValueError("rates must be 'quota' or 'equal', not %r" % rates)
+    total = {p: sum(n.nominal.get(p, 0.0) for n in tree.tenant_nodes.values()) for p in tree.pools}
+    out = {}
+    for t, node in tree.tenant_nodes.items():
+        share = sum(node.nominal.get(p, 0.0) / total[p] for p in tree.pools if total[p] > 0)
+        out[t] = (1.0 if share > 0 else 0.0) if rates == "equal" else share
+    return out
+
+
 def generate(seed: int = 14, jobs: int = 450, horizon: float = 600.0, tree: Optional[Tree] = None,
              median_minutes: float = 8.0, sigma: float = 0.8, max_minutes: float = 60.0,
-             burst_jobs: int = 6, mig_fraction: float = 0.6) -> Dict[str, Any]:
+             burst_jobs: int = 6, mig_fraction: float = 0.6, rates: str = "quota") -> Dict[str, Any]:
     """A trace of about ``jobs`` jobs over ``horizon`` trace minutes (the count is a Poisson draw around it)."""
     tree = tree or tree_from_inventory(load_inventory())
     rng = random.Random(seed)
-    tenants = tree.tenant_names
+    weight = rate_weights(tree, rates)
+    tenants = [t for t in tree.tenant_names if weight[t] > 0]
     gpu_pool = next((p for p, r in tree.pools.items() if r == "nvidia.com/gpu"), None)
     mig_pool = next((p for p, r in tree.pools.items() if r != "nvidia.com/gpu"), None)
-    first = tenants[0]
+    first = next((t for t in tenants if gpu_pool and tree.tenant_nodes[t].nominal.get(gpu_pool, 0.0) >= 1),
+                 tenants[0] if tenants else None)
 
     # ON intervals per tenant (intensity 1 while ON), by phase
     on: Dict[str, List[tuple]] = {t: [] for t in tenants}
@@ -85,7 +110,10 @@ def generate(seed: int = 14, jobs: int = 450, horizon: float = 600.0, tree: Opti
             else:
                 on[t].extend((a2, b2, INTENSITY[phase])
                              for a2, b2 in _onoff_periods(rng, start, end, 0.1 * horizon, 0.08 * horizon))
-    total_on = sum((b - a) * k for t in tenants for a, b, k in on[t])
+    total_on = sum((b - a) * k * weight[t] for t in tenants for a, b, k in on[t])
+    big_sizes = [s for s in GPU_SIZES if first and s <= tree.tenant_nodes[first].nominal.get(gpu_pool, 0.0)]
+    if not big_sizes:
+        burst_jobs = 0
     regular = max(0, jobs - burst_jobs)
     rate = regular / total_on if total_on > 0 else 0.0
 
@@ -97,7 +125,7 @@ def generate(seed: int = 14, jobs: int = 450, horizon: float = 600.0, tree: Opti
         for a, b, k in on[t]:
             time = a
             while True:
-                time += rng.expovariate(rate * k) if rate > 0 else math.inf
+                time += rng.expovariate(rate * k * weight[t]) if rate > 0 else math.inf
                 if time >= b:
                     break
                 use_mig = bool(m_sizes) and (not g_sizes or rng.random() < mig_fraction)
@@ -110,7 +138,7 @@ def generate(seed: int = 14, jobs: int = 450, horizon: float = 600.0, tree: Opti
                             "duration": round(dur, 3), "phase": _phase(time / horizon)})
     # the scripted burst: 8-GPU jobs of the first tenant at the start of the burst phase
     burst_at = PHASES[2][1] * horizon
-    big = max(s for s in GPU_SIZES if s <= tree.tenant_nodes[first].nominal.get(gpu_pool, 0.0))
+    big = max(big_sizes, default=0)
     for i in range(burst_jobs):
         dur = min(max_minutes, max(1.0, rng.lognormvariate(math.log(median_minutes * 1.5), sigma / 2)))
         out.append({"tenant": first, "submit": round(burst_at + 0.1 * i, 3), "pool": gpu_pool, "size": big,
@@ -122,6 +150,8 @@ def generate(seed: int = 14, jobs: int = 450, horizon: float = 600.0, tree: Opti
               "max_minutes": max_minutes, "burst_jobs": burst_jobs, "mig_fraction": mig_fraction,
               "tenants": tenants, "pools": tree.pools,
               "nominal": {t: tree.tenant_nodes[t].nominal for t in tenants}}
+    if rates != "equal":
+        params["rates"] = {t: round(weight[t], 6) for t in tenants}
     return {"params": params, "jobs": out, "sha256": canonical_sha256(out, params)}
 
 
@@ -141,9 +171,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument("--jobs", type=int, default=450)
     ap.add_argument("--horizon", type=float, default=600.0, help="trace minutes")
+    ap.add_argument("--rates", choices=("quota", "equal"), default="quota")
+    ap.add_argument("--inventory", type=Path, help="tenant inventory (default: bench/fairness/inventory.yml)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    trace = generate(args.seed, args.jobs, args.horizon)
+    tree = tree_from_inventory(load_inventory(args.inventory)) if args.inventory else None
+    trace = generate(args.seed, args.jobs, args.horizon, tree=tree, rates=args.rates)
     args.out.write_text(json.dumps(trace, indent=1, sort_keys=True))
     print("%d jobs, seed %d, sha256 %s -> %s" % (len(trace["jobs"]), args.seed, trace["sha256"], args.out))
     return 0

@@ -98,3 +98,31 @@ def test_bench_tree_pools_and_capacity_match_the_lab():
     # lab/topology.yaml: two H100 nodes of 8 GPUs, one A100 with 7 MIG slices; the quotas add up to exactly that
     assert sum(t.nominal.get("fs-h100", 0) for t in tree.tenant_nodes.values()) == 16
     assert sum(t.nominal.get("fs-mig-1g", 0) for t in tree.tenant_nodes.values()) == 7
+
+
+def test_apportion_by_hand():
+    # 7 in 2:1 -> 4.667 / 2.333 -> floors 4 / 2, the one left to the larger remainder (a) -> 5 / 2
+    assert model.apportion(7, {"a": 2, "b": 1}, {}) == {"a": 5, "b": 2}
+    # 16 in 3:1:0 -> 12 / 4 / 0
+    assert model.apportion(16, {"a": 3, "b": 1, "c": 0}, {}) == {"a": 12, "b": 4, "c": 0}
+    # 8 in 9:1 -> 7.2 / 0.8, but b needs 2 -> b 2, a the other 6
+    assert model.apportion(8, {"a": 9, "b": 1}, {"b": 2}) == {"a": 6, "b": 2}
+    with pytest.raises(ValueError):
+        model.apportion(3, {"a": 1, "b": 1}, {"a": 2, "b": 2})
+
+
+def test_demand_quotas_follow_gpu_minutes_and_keep_every_job_runnable():
+    tree = model.tree_from_inventory(inv([tenant("a", 4), tenant("b", 4)]))
+    jobs = [{"tenant": "a", "pool": "gpu", "size": 2, "duration": 30},    # a: 60 GPU-min
+            {"tenant": "b", "pool": "gpu", "size": 1, "duration": 20}]    # b: 20 GPU-min
+    # 8 GPUs in 60:20 -> 6 / 2
+    assert model.demand_quotas(tree, jobs, {"gpu": 8}) == {"a": {"gpu": 6}, "b": {"gpu": 2}}
+    # b also runs one 4-GPU job for 5 min (20 more: 60:40 -> 4.8 / 3.2 -> 5 / 3), but needs 4 -> a 4, b 4
+    jobs.append({"tenant": "b", "pool": "gpu", "size": 4, "duration": 5})
+    assert model.demand_quotas(tree, jobs, {"gpu": 8}) == {"a": {"gpu": 4}, "b": {"gpu": 4}}
+    # the static variant with those quotas: no cohort, nominal 4 each
+    q = model.demand_quotas(tree, jobs, {"gpu": 8})
+    t2 = model.tree_from_inventory(model.with_quotas(inv([tenant("a", 4, "org"), tenant("b", 4, "org")],
+                                                         [{"name": "org"}]), q, tree))
+    assert [r.name for r in t2.roots] == ["a", "b"]
+    assert t2.tenant_nodes["a"].nominal == {"gpu": 4.0} and t2.tenant_nodes["b"].nominal == {"gpu": 4.0}

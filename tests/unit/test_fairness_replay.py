@@ -64,3 +64,28 @@ def test_bench_namespaces_come_from_the_inventory():
                                          "fs-analytics": "fs-analytics"}
     with pytest.raises(KeyError):
         replay.namespaces_of({"gpuaas_tenants": [{"name": "x"}]})
+
+
+def test_binds_and_every_eviction_are_kept():
+    # issue 26: x is preempted a second time while its pods are still stopping (two Evicted=True transitions in one
+    # run: Kueue's kueue_preempted_workloads_total counts both); y is evicted before its pod was bound
+    trace = {"jobs": [{"id": j, "tenant": "t", "pool": "gpu", "size": 1, "submit": 0, "duration": 10}
+                      for j in ("x", "y")]}
+    meta = {"t0_ms": T0, "scale": 2.0, "ended_ms": T0 + 40_000, "created": {"x": T0, "y": T0}}
+    bound = lambda ms, job, pod: {"kind": "bound", "job": "fs-" + job, "ms": T0 + ms, "pod": pod, "node": "n0"}  # noqa: E731
+    events = [
+        wl(2_000, "x", "QuotaReserved", "True"), bound(3_000, "x", "x-1"), wl(4_000, "x", "Evicted", "True"),
+        wl(5_000, "x", "Evicted", "True"), wl(6_000, "x", "QuotaReserved", "False"),
+        wl(8_000, "x", "QuotaReserved", "True"), wl(8_000, "x", "Evicted", "False"), bound(9_000, "x", "x-2"),
+        wl(30_000, "x", "Finished", "True"),
+        wl(2_000, "y", "QuotaReserved", "True"), wl(2_500, "y", "Evicted", "True"), wl(3_000, "y", "QuotaReserved", "False"),
+        wl(4_000, "y", "QuotaReserved", "True"), bound(4_200, "y", "y-1"), wl(26_000, "y", "Finished", "True"),
+    ]
+    got = {r.id: r for r in replay.to_results(trace, meta, events)}
+    x, y = got["x"], got["y"]
+    # 2 s per trace minute: x runs 1.0 .. 3.0 (evicted, bound at 1.5) and 4.0 .. 15.0 (bound at 4.5)
+    assert [(r.start, r.end, r.evicted, r.bind) for r in x.runs] == [(1.0, 3.0, True, 1.5), (4.0, 15.0, False, 4.5)]
+    assert x.evictions == 2
+    # y: first run 1.0 .. 1.5 never bound, second bound at 2.1
+    assert [(r.start, r.end, r.evicted, r.bind) for r in y.runs] == [(1.0, 1.5, True, None), (2.0, 13.0, False, 2.1)]
+    assert y.evictions == 1

@@ -106,3 +106,23 @@ def test_jain_and_percentile():
     # nearest rank: ceil(0.95 * 20) = 19th of 1..20
     assert metrics.percentile(list(range(1, 21)), 95) == 19
     assert metrics.percentile([7.0], 95) == 7.0
+
+
+def test_fifo_reference_is_work_conserving_and_node_aware():
+    from bench.fairness import sim as s
+
+    def job(i, size, submit, duration, tenant="t"):
+        return {"id": i, "tenant": tenant, "pool": "gpu", "size": size, "submit": submit, "duration": duration}
+
+    # nodes of 3 and 1 GPUs:
+    # A (2 GPUs, 0..4) -> only the 3-GPU node fits; B (1 GPU at 0) -> the fitting node with the fewest free GPUs is
+    # the 1-GPU node: 0..2; C (2 GPUs at 1) does not fit anywhere (1 + 0 free) and waits until A ends at 4: 4..5;
+    # D (1 GPU at 1) passes C onto the 3-GPU node's last GPU: 1..2; E (4 GPUs) is larger than any node: never starts
+    got = {r.id: [(x.start, x.end) for x in r.runs] for r in s.fifo(
+        [job("A", 2, 0, 4), job("B", 1, 0, 2), job("C", 2, 1, 1), job("D", 1, 1, 1), job("E", 4, 0, 1)],
+        {"gpu": [3, 1]})}
+    assert got == {"A": [(0, 4)], "B": [(0, 2)], "C": [(4, 5)], "D": [(1, 2)], "E": []}
+    # one node of 4: A (4 GPUs, 0..10) holds it; B and C (2 GPUs at 1 and 2) both start when it ends: 10..15
+    got = {r.id: [(x.start, x.end) for x in r.runs] for r in s.fifo(
+        [job("A", 4, 0, 10), job("B", 2, 1, 5), job("C", 2, 2, 5)], {"gpu": [4]})}
+    assert got == {"A": [(0, 10)], "B": [(10, 15)], "C": [(10, 15)]}

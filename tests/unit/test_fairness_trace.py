@@ -58,3 +58,43 @@ def test_durations_are_lognormal_around_the_median():
     regular = [j["duration"] for j in tr["jobs"] if not (j["phase"] == "burst" and j["size"] == 8)]
     # median of a lognormal = exp(mu) = 8 (clipping at 1 minute only touches ~0.5 % of the draws)
     assert 7.0 <= statistics.median(regular) <= 9.0
+
+
+def _inv(quotas):
+    """tenants with {pool: n} quotas on a GPU pool and a MIG pool."""
+    res = {"gpu": "nvidia.com/gpu", "mig": "nvidia.com/mig-1g.10gb"}
+    return {"gpuaas_tenants": [
+        {"name": name, "namespaces": [name],
+         "quotas": [{"flavor": p, "resources": {res[p]: n}} for p, n in q.items()]} for name, q in quotas]}
+
+
+def test_rate_weights_follow_the_quota_share():
+    tree = model.tree_from_inventory(_inv([("a", {"gpu": 8}), ("b", {"gpu": 8, "mig": 7}), ("c", {"gpu": 0})]))
+    # a: 8/16 of the GPUs; b: 8/16 of the GPUs + 7/7 of the slices = 1.5; c: nothing
+    assert trace.rate_weights(tree) == {"a": 0.5, "b": 1.5, "c": 0.0}
+    assert trace.rate_weights(tree, "equal") == {"a": 1.0, "b": 1.0, "c": 0.0}
+
+
+def test_a_zero_quota_tenant_submits_nothing_and_the_burst_moves_on():
+    # the first tenant has no quota at all: the generator used to crash on it (max() of no sizes)
+    tree = model.tree_from_inventory(_inv([("zero", {}), ("big", {"gpu": 8}), ("small", {"gpu": 2})]))
+    tr = trace.generate(seed=5, jobs=400, horizon=200, tree=tree)
+    tenants = {j["tenant"] for j in tr["jobs"]}
+    assert tenants == {"big", "small"}
+    # "alone" (first 15 % = 30 min) and the burst of 8-GPU jobs belong to the first tenant with GPU quota
+    assert {j["tenant"] for j in tr["jobs"] if j["submit"] < 30} == {"big"}
+    assert [j["tenant"] for j in tr["jobs"] if j["phase"] == "burst" and j["size"] == 8 and j["submit"] < 91] \
+        == ["big"] * 6
+    # quota 8 vs 2 -> rate 0.8 vs 0.2 in the phases both submit: about 4x the jobs (Poisson, so within 2.5x..6.5x)
+    both = [j for j in tr["jobs"] if j["submit"] >= 30 and not (j["phase"] == "burst" and j["size"] == 8)]
+    n_big = sum(1 for j in both if j["tenant"] == "big")
+    n_small = sum(1 for j in both if j["tenant"] == "small")
+    assert 2.5 * n_small <= n_big <= 6.5 * n_small
+
+
+def test_equal_rates_reproduce_the_committed_reduced_trace():
+    # results/reduced/trace.json was generated before issue 26 with equal rates: same seed, same bytes
+    import json
+    committed = json.loads((Path(__file__).resolve().parents[2] / "bench/fairness/results/reduced/trace.json").read_text())
+    again = trace.generate(seed=14, jobs=120, horizon=160.0, rates="equal")
+    assert again["sha256"] == committed["sha256"] and again["jobs"] == committed["jobs"]
