@@ -277,8 +277,7 @@ api_versions:
   sample: {"kueue.x-k8s.io": "v1beta2"}
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, cluster_queue
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
@@ -371,7 +370,7 @@ def build(params):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True)
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True)
     if module.params["state"] == "present" and module.params.get("namespace_selector") is None:
         module.warn("namespace_selector is not set: Kueue lets no namespace submit to ClusterQueue %s; "
                     "set namespace_selector: {} to allow every namespace" % module.params["name"])

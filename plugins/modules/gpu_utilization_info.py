@@ -292,21 +292,17 @@ markdown:
 
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
-    K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,
     translate_api_exception,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import (
     PROMETHEUS_ARG_SPEC,
     PrometheusClient,
     PrometheusError,
-    client_from_params,
-    kube_secret_reader,
     matrix_samples,
     now,
     parse_duration,
@@ -391,7 +387,7 @@ def flavor_of_nodes(module: t.Any, warnings: t.List[str]) -> t.Dict[str, str]:
 
 def run(module: t.Any) -> t.Dict[str, t.Any]:
     params = module.params
-    prom = client_from_params(params["prometheus"], kube_secret_reader(module))
+    prom = module.prometheus_client()
     window = parse_duration(params["window"])
     if window <= 0:
         raise PrometheusError("window must be positive", hint="e.g. window: 1h")
@@ -451,9 +447,15 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     return out
 
 
+def run_and_warn(module: t.Any) -> t.Dict[str, t.Any]:
+    result = run(module)
+    for warning in result.pop("warnings_list"):
+        module.warn(warning)
+    return result
+
+
 def main() -> None:
-    spec: t.Dict[str, t.Any] = dict(K8S_AUTH_ARG_SPEC)
-    spec.update(PROMETHEUS_ARG_SPEC)
+    spec: t.Dict[str, t.Any] = dict(PROMETHEUS_ARG_SPEC)
     spec.update(
         window={"type": "str", "default": "14d"},
         time={"type": "str"},
@@ -478,15 +480,8 @@ def main() -> None:
         currency={"type": "str", "default": ""},
         health={"type": "list", "elements": "dict", "default": []},
     )
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    try:
-        result = run(module)
-    except GpuaasError as err:
-        fail_module(module, err)
-        return
-    for warning in result.pop("warnings_list"):
-        module.warn(warning)
-    module.exit_json(**result)
+    module = GpuaasModule(argument_spec=spec, supports_check_mode=True)
+    module.run(run_and_warn)
 
 
 if __name__ == "__main__":

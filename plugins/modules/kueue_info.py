@@ -184,8 +184,7 @@ workload_priority_classes:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, get_client, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kueue_versions import (
@@ -346,7 +345,7 @@ def subtree(nodes, root):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC, with_apply=False), supports_check_mode=True)
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC, with_apply=False), supports_check_mode=True)
     p = module.params
     include = set(p["include"])
     try:

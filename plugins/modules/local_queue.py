@@ -105,8 +105,7 @@ api_versions:
   sample: {"kueue.x-k8s.io": "v1beta2"}
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, local_queue
@@ -151,8 +150,8 @@ def make_before_apply(module):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
-                           required_if=[("state", "present", ["cluster_queue"])])
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
+                          required_if=[("state", "present", ["cluster_queue"])])
     run_object_module(module, build,
                       lambda p: ObjectRef(API_VERSION, "LocalQueue", p["name"], p["namespace"]),
                       before_apply=make_before_apply(module))

@@ -283,20 +283,18 @@ diff:
   elements: dict
 """
 
-import copy
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, PruneScope
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
-    K8S_AUTH_ARG_SPEC,
     ApiException,
-    KubeAnsibleModule,
     get_client,
     translate_api_exception,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.monitoring import KINDS, desired_objects, owner_labels
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
 
 def skip_missing_namespaces(objects: t.List[t.Dict[str, t.Any]], client: t.Any
@@ -352,9 +350,21 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     return out
 
 
+def run_and_warn(module: t.Any) -> t.Dict[str, t.Any]:
+    """:func:`run`, then the warnings about what was skipped or is unsafe (only when the run succeeded)."""
+    result = run(module)
+    for item in result.get("not_applied") or []:
+        module.warn("skipped %s %s: %s" % (item["kind"], item["name"], item["reason"]))
+    kueue = module.params.get("kueue_monitor") or {}
+    if (module.params.get("state") == "present" and kueue.get("enabled") and kueue.get("scheme") == "https"
+            and kueue.get("insecure_skip_verify")):
+        module.warn("kueue_monitor.insecure_skip_verify is true: Prometheus sends its ServiceAccount token to Kueue's "
+                    "metrics endpoint without verifying its certificate; set ca_secret or ca_configmap instead")
+    return result
+
+
 def main() -> None:
-    spec: t.Dict[str, t.Any] = copy.deepcopy(K8S_AUTH_ARG_SPEC)
-    spec.update(
+    spec: t.Dict[str, t.Any] = dict(
         state={"type": "str", "choices": ["present", "absent"], "default": "present"},
         namespace={"type": "str", "default": "gpuaas-monitoring"},
         create_namespace={"type": "bool", "default": True},
@@ -402,20 +412,8 @@ def main() -> None:
             "instance_selector": {"type": "dict", "default": {"dashboards": "grafana"}},
         }},
     )
-    module = KubeAnsibleModule(argument_spec=spec, supports_check_mode=True)
-    try:
-        result = run(module)
-    except GpuaasError as err:
-        fail_module(module, err)
-        return
-    for item in result.get("not_applied") or []:
-        module.warn("skipped %s %s: %s" % (item["kind"], item["name"], item["reason"]))
-    kueue = module.params.get("kueue_monitor") or {}
-    if (module.params.get("state") == "present" and kueue.get("enabled") and kueue.get("scheme") == "https"
-            and kueue.get("insecure_skip_verify")):
-        module.warn("kueue_monitor.insecure_skip_verify is true: Prometheus sends its ServiceAccount token to Kueue's "
-                    "metrics endpoint without verifying its certificate; set ca_secret or ca_configmap instead")
-    module.exit_json(**result)
+    module = GpuaasModule(argument_spec=spec, supports_check_mode=True)
+    module.run(run_and_warn)
 
 
 if __name__ == "__main__":

@@ -161,15 +161,12 @@ actions:
 import time
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
-    K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,
     translate_api_exception,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ReconcileResult
@@ -185,12 +182,13 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.olm impo
     plan_decision,
     subscription_object,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
 POLL = 2.0
 
 
 class OlmOperator:
-    def __init__(self, module: AnsibleModule, client: t.Any) -> None:
+    def __init__(self, module: GpuaasModule, client: t.Any) -> None:
         self.module = module
         self.client = client
         self.p = module.params
@@ -385,6 +383,15 @@ def _short(obj: t.Optional[t.Dict[str, t.Any]]) -> str:
     return repr({k: obj.get(k) for k in ("spec",) if k in obj} or {"metadata.labels": (obj.get("metadata") or {}).get("labels")})
 
 
+def run(module: GpuaasModule) -> t.Dict[str, t.Any]:
+    op = OlmOperator(module, get_client(module))
+    result = op.present() if module.params["state"] == "present" else op.absent()
+    result.update(changed=op.changed, actions=op.actions)
+    if module._diff:
+        result["diff"] = {"before": "\n".join(op.diff["before"]) + "\n", "after": "\n".join(op.diff["after"]) + "\n"}
+    return result
+
+
 def main() -> None:
     argument_spec: t.Dict[str, t.Any] = dict(
         state=dict(type="str", choices=["present", "absent"], default="present"),
@@ -406,19 +413,8 @@ def main() -> None:
         wait_timeout=dict(type="int", default=600),
         delete_namespace=dict(type="bool", default=False),
     )
-    argument_spec.update(K8S_AUTH_ARG_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    try:
-        client = get_client(module)
-        op = OlmOperator(module, client)
-        result = op.present() if module.params["state"] == "present" else op.absent()
-    except GpuaasError as err:
-        fail_module(module, err)
-        return
-    result.update(changed=op.changed, actions=op.actions)
-    if module._diff:
-        result["diff"] = {"before": "\n".join(op.diff["before"]) + "\n", "after": "\n".join(op.diff["after"]) + "\n"}
-    module.exit_json(**result)
+    module = GpuaasModule(argument_spec=argument_spec, supports_check_mode=True)
+    module.run(run)
 
 
 if __name__ == "__main__":

@@ -129,8 +129,7 @@ api_versions:
   sample: {"kueue.x-k8s.io": "v1beta2"}
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, resource_flavor
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
@@ -173,7 +172,7 @@ def build(params):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True)
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True)
     run_object_module(module, build, lambda p: ObjectRef(API_VERSION, "ResourceFlavor", p["name"]))
 
 

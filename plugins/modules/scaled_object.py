@@ -212,8 +212,7 @@ summary:
 
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import PrometheusSettings, parse_autoscaling
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
@@ -296,8 +295,8 @@ def build(params: t.Mapping[str, t.Any], warnings: t.Optional[t.List[str]] = Non
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
-                           required_if=[("state", "present", ["target"])])
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
+                          required_if=[("state", "present", ["target"])])
     warnings: t.List[str] = []
 
     def _build(params: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:

@@ -81,8 +81,7 @@ api_versions:
   sample: {"kueue.x-k8s.io": "v1beta2"}
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, workload_priority_class
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
@@ -100,8 +99,8 @@ def build(params):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
-                           required_if=[("state", "present", ["value"])])
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
+                          required_if=[("state", "present", ["value"])])
     run_object_module(module, build, lambda p: ObjectRef(API_VERSION, "WorkloadPriorityClass", p["name"]))
 
 
