@@ -36,12 +36,9 @@ description:
   - idle GPUs and, when thresholds are given, the violations, each naming the tenant, the GPUs and why.
   - "DCGM label variants are handled: C(namespace)/C(pod) or C(exported_namespace)/C(exported_pod) (scrapes that do
     not honour the exporter's labels), C(Hostname) or C(hostname)."
-  - Also returns a short per-tenant table and the whole report as Markdown. Read-only; runs in check mode.
+  - Also returns a short per-tenant table and the whole report as Markdown.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.prometheus
-  - gpuaas.platform.k8s_auth
 options:
   window:
     description:
@@ -162,6 +159,11 @@ notes:
   - The Kubernetes connection options are used to read ClusterQueues (O(kueue_source)) and O(prometheus.token_secret).
 seealso:
   - module: gpuaas.platform.prometheus_query
+    description: Any other PromQL query against the same Prometheus.
+extends_documentation_fragment:
+  - gpuaas.platform.prometheus
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.info_module
 """
 
 EXAMPLES = r"""

@@ -31,8 +31,6 @@ description:
   - Read-only on the cluster.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   label_selector:
     description:
@@ -58,7 +56,11 @@ notes:
   - Autoscaling (KEDA ScaledObjects) is not imported; ScaledObjects the collection made are reported.
 seealso:
   - module: gpuaas.platform.tenants
+    description: Converges the cluster to the inventory this module writes.
   - module: gpuaas.platform.kueue_info
+    description: The same Kueue objects, read-only and summarized.
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
 """
 
 EXAMPLES = r"""

@@ -18,11 +18,8 @@ description:
     always; C(RayJob), C(JobSet), C(TrainJob), C(LeaderWorkerSet), C(AppWrapper), ... when their CRD is served).
   - An explicit list is checked against the known names and returned in the collection's order; frameworks whose
     API is not served are kept (Kueue waits for their CRD) and listed in RV(not_served).
-  - Read-only; safe in check mode.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   frameworks:
     description:
@@ -30,8 +27,14 @@ options:
         Kueue framework names (C(batch/job), C(pod), C(deployment), C(statefulset), C(ray.io/rayjob), ...).
     type: raw
     default: auto
-notes:
-  - Requires the C(kubernetes) Python library.
+seealso:
+  - module: gpuaas.platform.kueue_info
+    description: The Kueue objects of the cluster.
+  - module: gpuaas.platform.tenants
+    description: Generates the admission policy gpuaas-require-kueue-queue from the same list of kinds.
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.info_module
 """
 
 EXAMPLES = r"""

@@ -49,11 +49,12 @@ options:
       - Pending workloads of the queue wait until it exists again; admitted ones keep running.
     type: bool
     default: false
+seealso:
+  - module: gpuaas.platform.cluster_queue
+    description: The ClusterQueue a LocalQueue submits to; its namespace_selector must select the namespace.
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
   - gpuaas.platform.apply
-seealso:
-  - module: gpuaas.platform.cluster_queue
 """
 
 EXAMPLES = r"""
@@ -79,17 +80,17 @@ result:
   sample: {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
            "metadata": {"name": "default", "namespace": "nlp-team"}, "spec": {"clusterQueue": "nlp-team"}}
 created:
-  description: Objects created (apiVersion, kind, name, namespace).
+  description: Objects created, each as C(apiVersion), C(kind), C(name) and, when namespaced, C(namespace).
   returned: always
   type: list
   elements: dict
 updated:
-  description: Objects updated.
+  description: Objects updated, like RV(created).
   returned: always
   type: list
   elements: dict
 deleted:
-  description: Objects deleted (including the old LocalQueue replaced by O(recreate)).
+  description: Objects deleted, including the old LocalQueue replaced by O(recreate).
   returned: always
   type: list
   elements: dict
@@ -99,10 +100,15 @@ summary:
   type: dict
   sample: {"created": 1, "updated": 0, "unchanged": 0, "deleted": 0}
 api_versions:
-  description: API version used per group.
+  description: API version used per group; C(kueue.x-k8s.io) shows C(v1beta1) on clusters with an older Kueue.
   returned: when a Kueue object was handled
   type: dict
   sample: {"kueue.x-k8s.io": "v1beta2"}
+diff:
+  description: Per changed object, the fields this collection manages before and after.
+  returned: in diff mode
+  type: list
+  elements: dict
 """
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule

@@ -22,14 +22,11 @@ description:
   - Objects carry C(app.kubernetes.io/managed-by=gpuaas.platform), C(app.kubernetes.io/part-of=gpuaas-observability)
     and C(app.kubernetes.io/instance=<namespace>); objects with these labels (same O(namespace)) that are no longer
     desired are deleted, so installations with different O(namespace) do not touch each other.
-  - Check mode is a server-side dry run; C(--diff) shows per-object changes.
   - Kinds whose API the cluster does not serve (no Prometheus Operator, no Grafana Operator), and monitors whose
     namespace does not exist (Kueue or the GPU Operator not installed there), are skipped and listed in RV(not_applied)
     with a warning.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   state:
     description: C(present) applies the objects, C(absent) deletes every object this module created.
@@ -54,7 +51,7 @@ options:
     default: {}
     suboptions:
       enabled:
-        description: Create it.
+        description: Create the Kueue ServiceMonitor.
         type: bool
         default: true
       namespace:
@@ -122,7 +119,7 @@ options:
     default: {}
     suboptions:
       enabled:
-        description: Create it.
+        description: Create the DCGM exporter's ServiceMonitor or PodMonitor.
         type: bool
         default: true
       kind:
@@ -156,7 +153,7 @@ options:
     default: {}
     suboptions:
       enabled:
-        description: Create it.
+        description: Create the PrometheusRule.
         type: bool
         default: true
       name:
@@ -217,6 +214,15 @@ options:
 notes:
   - On OpenShift, user-workload monitoring picks up ServiceMonitors and PrometheusRules in user namespaces; the
     GPU Operator already ships a ServiceMonitor for the DCGM exporter in C(nvidia-gpu-operator) (cluster monitoring).
+attributes:
+  check_mode:
+    description: A server-side dry run (C(dryRun=All)); the API server still validates, nothing is written.
+    support: full
+  diff_mode:
+    description: Per object, the fields this collection manages, before and after.
+    support: full
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
 """
 
 EXAMPLES = r"""
@@ -246,26 +252,6 @@ changed:
   description: Whether an object was created, updated or deleted.
   returned: always
   type: bool
-created:
-  description: Objects created (C(apiVersion), C(kind), C(namespace), C(name)).
-  returned: always
-  type: list
-  elements: dict
-updated:
-  description: Objects updated.
-  returned: always
-  type: list
-  elements: dict
-deleted:
-  description: Objects deleted (no longer desired, or O(state=absent)).
-  returned: always
-  type: list
-  elements: dict
-summary:
-  description: Count per action.
-  returned: always
-  type: dict
-  sample: {"created": 4, "updated": 0, "unchanged": 0, "deleted": 0}
 objects:
   description: Every desired object (C(apiVersion), C(kind), C(namespace), C(name)).
   returned: always
@@ -276,9 +262,29 @@ not_applied:
   returned: always
   type: list
   elements: dict
+created:
+  description: Objects created, each as C(apiVersion), C(kind), C(name) and, when namespaced, C(namespace).
+  returned: always
+  type: list
+  elements: dict
+updated:
+  description: Objects updated, like RV(created).
+  returned: always
+  type: list
+  elements: dict
+deleted:
+  description: Objects deleted because they are no longer desired, or by O(state=absent).
+  returned: always
+  type: list
+  elements: dict
+summary:
+  description: Number of objects created, updated, unchanged and deleted.
+  returned: always
+  type: dict
+  sample: {"created": 1, "updated": 0, "unchanged": 0, "deleted": 0}
 diff:
-  description: Per-object before/after, with C(--diff).
-  returned: when diff mode is on
+  description: Per changed object, the fields this collection manages before and after.
+  returned: in diff mode
   type: list
   elements: dict
 """

@@ -23,8 +23,6 @@ description:
   - Run it on a schedule (AWX, see C(playbooks/node_pool_scaledown.yml)); each run is idempotent.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   node_pools:
     description: The pools (inventory C(gpuaas_node_pools), see M(gpuaas.platform.node_pools)).
@@ -51,7 +49,9 @@ attributes:
     description: Not supported; RV(pools) lists what changes.
     support: none
 notes:
-  - Requires the C(kubernetes) Python library. Needs to list pods and nodes, patch nodes, Machines and the target.
+  - Needs to list pods and nodes, patch nodes, Machines and the target.
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
 """
 
 EXAMPLES = r"""

@@ -19,11 +19,9 @@ description:
     pinned O(starting_csv), or the first install the Subscription resolved) and never an unrequested upgrade.
   - With O(state=absent), removes the Subscription, the installed ClusterServiceVersion and the
     OperatorGroup created by this module (the Namespace is kept unless O(delete_namespace=true)).
-  - Idempotent; compares only the fields it sets. Check mode sends server-side dry-run requests only.
+  - Idempotent; compares only the fields it sets.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   state:
     description: Whether the operator is installed.
@@ -100,8 +98,16 @@ options:
     type: bool
     default: false
 notes:
-  - Requires the C(kubernetes) Python library.
   - An InstallPlan left unapproved (an upgrade under Manual approval) is reported in RV(pending_install_plan).
+attributes:
+  check_mode:
+    description: Sends server-side dry-run requests only; nothing is written and nothing is waited for.
+    support: full
+  diff_mode:
+    description: The Namespace, OperatorGroup and Subscription fields this module sets, before and after.
+    support: full
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
 """
 
 EXAMPLES = r"""

@@ -18,12 +18,10 @@ description:
   - "C(kueue): every ClusterQueue (v1beta2, else v1beta1) has condition C(Active=True) and references only
     existing ResourceFlavors."
   - "C(keda): every C(keda.sh/v1alpha1) ScaledObject has condition C(Ready=True) (skipped when KEDA is not installed)."
-  - Each result says what is wrong and how to fix it. Read-only; runs in check mode. The module never fails because
+  - Each result says what is wrong and how to fix it. The module never fails because
     of an unhealthy platform (the C(gpuaas.platform.validate) role decides); it fails only when it cannot read.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   checks:
     description: Which checks to run.
@@ -36,6 +34,12 @@ options:
     type: list
     elements: str
     default: [nvidia.com/gpu.present, nvidia.com/gpu.product, nvidia.com/gpu.count, nvidia.com/mig.config]
+seealso:
+  - module: gpuaas.platform.platform_info
+    description: Which platform and operators the cluster has.
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.info_module
 """
 
 EXAMPLES = r"""

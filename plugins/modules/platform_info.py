@@ -15,11 +15,8 @@ description:
     version from the C(version) ClusterVersion; otherwise the platform is Kubernetes.
   - Reports the Kubernetes version and whether OLM, the Prometheus Operator, cert-manager, OpenShift AI
     (C(DataScienceCluster)), Kueue, KEDA and the NVIDIA GPU Operator APIs are served.
-  - Read-only; safe in check mode.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   platform:
     description:
@@ -28,8 +25,12 @@ options:
     type: str
     choices: [auto, openshift, kubernetes]
     default: auto
-notes:
-  - Requires the C(kubernetes) Python library.
+seealso:
+  - module: gpuaas.platform.olm_operator
+    description: Installs operators through OLM, the path for RV(platform=openshift).
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.info_module
 """
 
 EXAMPLES = r"""

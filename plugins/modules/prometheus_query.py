@@ -14,12 +14,8 @@ description:
   - Runs one PromQL expression and returns the series with their values as numbers.
   - Instant query by default; a range query when O(window) or O(start) is given.
   - Errors say what went wrong and how to fix it (server unreachable, TLS verification, 401/403, PromQL syntax).
-  - Read-only; runs in check mode too.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.prometheus
-  - gpuaas.platform.k8s_auth
 options:
   query:
     description: The PromQL expression.
@@ -49,6 +45,10 @@ options:
     default: false
 notes:
   - The Kubernetes connection options are only used to read O(prometheus.token_secret).
+extends_documentation_fragment:
+  - gpuaas.platform.prometheus
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.info_module
 """
 
 EXAMPLES = r"""
