@@ -6,7 +6,12 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    """State, apply and wait options of the modules that write objects through the apply engine."""
+    """State, apply and wait options of the modules that write objects through the apply engine.
+
+    Their results (created, updated, deleted, summary, ...) stay in each module's RETURN block: ansible-doc of
+    ansible-core 2.19 and older cannot render RETURN fragments (ansible/ansible#85644), and the collection
+    supports 2.16.
+    """
 
     DOCUMENTATION = r"""
 options:

@@ -32,58 +32,6 @@ options:
       - Needed for O(resource_groups[].flavors[].resources[].borrowing_limit) and
         O(resource_groups[].flavors[].resources[].lending_limit).
     type: str
-  resource_groups:
-    description:
-      - Groups of resources sharing the same flavors. Each flavor of a group lists a quota for every covered resource.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      covered_resources:
-        description:
-          - Resources covered by the group, for example C(nvidia.com/gpu), C(cpu), C(memory).
-          - Defaults to the resources of the first flavor, in that order.
-        type: list
-        elements: str
-      flavors:
-        description:
-          - Flavors providing the resources, in order of preference.
-        type: list
-        elements: dict
-        required: true
-        suboptions:
-          name:
-            description:
-              - Name of a ResourceFlavor.
-            type: str
-            required: true
-          resources:
-            description:
-              - Quota per covered resource.
-            type: list
-            elements: dict
-            required: true
-            suboptions:
-              name:
-                description:
-                  - Resource name.
-                type: str
-                required: true
-              nominal_quota:
-                description:
-                  - Quantity available to this queue (for example V(8), V(64), V(256Gi)).
-                type: raw
-                required: true
-              borrowing_limit:
-                description:
-                  - How much more than O(resource_groups[].flavors[].resources[].nominal_quota) the queue may borrow
-                    from its cohort. Unset means no limit. Needs O(cohort).
-                type: raw
-              lending_limit:
-                description:
-                  - How much of the nominal quota other queues of the cohort may borrow. Unset means all of it.
-                    At most the nominal quota. Needs O(cohort).
-                type: raw
   namespace_selector:
     description:
       - Namespaces whose LocalQueues may submit to this queue.
@@ -191,17 +139,22 @@ options:
         description: Only for these flavors (default all).
         type: list
         elements: str
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
-  - gpuaas.platform.apply
 notes:
   - Deleting a queue that still has admitted workloads leaves it terminating until they finish
     (finalizer C(kueue.x-k8s.io/resource-in-use)); use O(stop_policy=HoldAndDrain) first to evict them.
 seealso:
   - module: gpuaas.platform.resource_flavor
+    description: The flavors a quota is given in.
   - module: gpuaas.platform.cohort
+    description: A cohort's own quota, parent and fair-sharing weight.
   - module: gpuaas.platform.local_queue
+    description: The namespaced queue that workloads name to submit to a ClusterQueue.
   - module: gpuaas.platform.kueue_info
+    description: Quota, usage and pending workloads of the ClusterQueues.
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.apply
+  - gpuaas.platform.kueue_quota
 """
 
 EXAMPLES = r"""
@@ -251,17 +204,17 @@ result:
   sample: {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "nlp-team"},
            "spec": {"cohortName": "research"}}
 created:
-  description: Objects created (apiVersion, kind, name).
+  description: Objects created, each as C(apiVersion), C(kind), C(name) and, when namespaced, C(namespace).
   returned: always
   type: list
   elements: dict
 updated:
-  description: Objects updated.
+  description: Objects updated, like RV(created).
   returned: always
   type: list
   elements: dict
 deleted:
-  description: Objects deleted.
+  description: Objects deleted, like RV(created).
   returned: always
   type: list
   elements: dict
@@ -271,32 +224,23 @@ summary:
   type: dict
   sample: {"created": 1, "updated": 0, "unchanged": 0, "deleted": 0}
 api_versions:
-  description: API version used per group (shows C(v1beta1) on clusters with an older Kueue).
+  description: API version used per group; C(kueue.x-k8s.io) shows C(v1beta1) on clusters with an older Kueue.
   returned: when a Kueue object was handled
   type: dict
   sample: {"kueue.x-k8s.io": "v1beta2"}
+diff:
+  description: Per changed object, the fields this collection manages before and after.
+  returned: in diff mode
+  type: list
+  elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, cluster_queue
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_options import RESOURCE_GROUPS_OPTION, drop_none
 
-RESOURCE_SPEC = {
-    "name": {"type": "str", "required": True},
-    "nominal_quota": {"type": "raw", "required": True},
-    "borrowing_limit": {"type": "raw"},
-    "lending_limit": {"type": "raw"},
-}
-FLAVOR_SPEC = {
-    "name": {"type": "str", "required": True},
-    "resources": {"type": "list", "elements": "dict", "required": True, "options": RESOURCE_SPEC},
-}
-RESOURCE_GROUP_SPEC = {
-    "covered_resources": {"type": "list", "elements": "str"},
-    "flavors": {"type": "list", "elements": "dict", "required": True, "options": FLAVOR_SPEC},
-}
 SELECTOR_SPEC = {
     "match_labels": {"type": "dict"},
     "match_expressions": {
@@ -311,7 +255,7 @@ SELECTOR_SPEC = {
 MODULE_SPEC = {
     "name": {"type": "str", "required": True},
     "cohort": {"type": "str"},
-    "resource_groups": {"type": "list", "elements": "dict", "default": [], "options": RESOURCE_GROUP_SPEC},
+    "resource_groups": RESOURCE_GROUPS_OPTION,
     "namespace_selector": {"type": "dict", "options": SELECTOR_SPEC},
     "queueing_strategy": {"type": "str", "choices": ["BestEffortFIFO", "StrictFIFO"]},
     "preemption": {
@@ -345,33 +289,25 @@ MODULE_SPEC = {
 }
 
 
-def _drop_none(value):
-    if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_none(v) for v in value]
-    return value
-
-
 def build(params):
     return cluster_queue(
         params["name"],
-        resource_groups=_drop_none(params.get("resource_groups") or []),
+        resource_groups=drop_none(params.get("resource_groups") or []),
         cohort=params.get("cohort"),
-        namespace_selector=_drop_none(params.get("namespace_selector")),
+        namespace_selector=drop_none(params.get("namespace_selector")),
         queueing_strategy=params.get("queueing_strategy"),
-        preemption=_drop_none(params.get("preemption")),
+        preemption=drop_none(params.get("preemption")),
         fair_sharing_weight=params.get("fair_sharing_weight"),
         stop_policy=params.get("stop_policy"),
-        flavor_fungibility=_drop_none(params.get("flavor_fungibility")),
-        admission_checks=_drop_none(params.get("admission_checks")),
+        flavor_fungibility=drop_none(params.get("flavor_fungibility")),
+        admission_checks=drop_none(params.get("admission_checks")),
         labels=params.get("labels"),
         annotations=params.get("annotations"),
     )
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True)
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True)
     if module.params["state"] == "present" and module.params.get("namespace_selector") is None:
         module.warn("namespace_selector is not set: Kueue lets no namespace submit to ClusterQueue %s; "
                     "set namespace_selector: {} to allow every namespace" % module.params["name"])

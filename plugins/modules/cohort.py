@@ -31,64 +31,19 @@ options:
     description:
       - Shared quota of the cohort, on top of its member queues' quotas, in the same shape as a ClusterQueue's
         resource groups. Each flavor of a group lists a quota for every covered resource.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      covered_resources:
-        description:
-          - Resources covered by the group, for example C(nvidia.com/gpu), C(cpu), C(memory).
-          - Defaults to the resources of the first flavor, in that order.
-        type: list
-        elements: str
-      flavors:
-        description:
-          - Flavors providing the resources, in order of preference.
-        type: list
-        elements: dict
-        required: true
-        suboptions:
-          name:
-            description:
-              - Name of a ResourceFlavor.
-            type: str
-            required: true
-          resources:
-            description:
-              - Quota per covered resource.
-            type: list
-            elements: dict
-            required: true
-            suboptions:
-              name:
-                description:
-                  - Resource name.
-                type: str
-                required: true
-              nominal_quota:
-                description:
-                  - Quantity shared by the cohort (for example V(8), V(64), V(256Gi)).
-                type: raw
-                required: true
-              borrowing_limit:
-                description:
-                  - How much this cohort's subtree may borrow from its parent. Needs O(parent).
-                type: raw
-              lending_limit:
-                description:
-                  - How much of this cohort's quota the parent's subtree may borrow; at most the nominal quota.
-                    Needs O(parent).
-                type: raw
   fair_sharing_weight:
     description:
       - Weight of the cohort in fair sharing among its siblings (a quantity, for example V(1)).
     type: raw
+seealso:
+  - module: gpuaas.platform.cluster_queue
+    description: The queues that join a cohort and borrow from it.
+  - module: gpuaas.platform.kueue_info
+    description: The cohort tree with its queues and their usage.
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
   - gpuaas.platform.apply
-seealso:
-  - module: gpuaas.platform.cluster_queue
-  - module: gpuaas.platform.kueue_info
+  - gpuaas.platform.kueue_quota
 """
 
 EXAMPLES = r"""
@@ -122,17 +77,17 @@ result:
   sample: {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": "research-nlp"},
            "spec": {"parentName": "research"}}
 created:
-  description: Objects created (apiVersion, kind, name).
+  description: Objects created, each as C(apiVersion), C(kind), C(name) and, when namespaced, C(namespace).
   returned: always
   type: list
   elements: dict
 updated:
-  description: Objects updated.
+  description: Objects updated, like RV(created).
   returned: always
   type: list
   elements: dict
 deleted:
-  description: Objects deleted.
+  description: Objects deleted, like RV(created).
   returned: always
   type: list
   elements: dict
@@ -142,61 +97,40 @@ summary:
   type: dict
   sample: {"created": 1, "updated": 0, "unchanged": 0, "deleted": 0}
 api_versions:
-  description: API version used per group.
+  description: API version used per group; C(kueue.x-k8s.io) shows C(v1beta1) on clusters with an older Kueue.
   returned: when a Kueue object was handled
   type: dict
   sample: {"kueue.x-k8s.io": "v1beta2"}
+diff:
+  description: Per changed object, the fields this collection manages before and after.
+  returned: in diff mode
+  type: list
+  elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, cohort
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_options import RESOURCE_GROUPS_OPTION, drop_none
 
-RESOURCE_SPEC = {
-    "name": {"type": "str", "required": True},
-    "nominal_quota": {"type": "raw", "required": True},
-    "borrowing_limit": {"type": "raw"},
-    "lending_limit": {"type": "raw"},
-}
 MODULE_SPEC = {
     "name": {"type": "str", "required": True},
     "parent": {"type": "str", "aliases": ["parent_name"]},
-    "resource_groups": {
-        "type": "list", "elements": "dict", "default": [],
-        "options": {
-            "covered_resources": {"type": "list", "elements": "str"},
-            "flavors": {
-                "type": "list", "elements": "dict", "required": True,
-                "options": {
-                    "name": {"type": "str", "required": True},
-                    "resources": {"type": "list", "elements": "dict", "required": True, "options": RESOURCE_SPEC},
-                },
-            },
-        },
-    },
+    "resource_groups": RESOURCE_GROUPS_OPTION,
     "fair_sharing_weight": {"type": "raw"},
 }
 
 
-def _drop_none(value):
-    if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_none(v) for v in value]
-    return value
-
-
 def build(params):
     return cohort(params["name"], parent=params.get("parent"),
-                  resource_groups=_drop_none(params.get("resource_groups") or []),
+                  resource_groups=drop_none(params.get("resource_groups") or []),
                   fair_sharing_weight=params.get("fair_sharing_weight"),
                   labels=params.get("labels"), annotations=params.get("annotations"))
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True)
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True)
     run_object_module(module, build, lambda p: ObjectRef(API_VERSION, "Cohort", p["name"]))
 
 

@@ -36,12 +36,9 @@ description:
   - idle GPUs and, when thresholds are given, the violations, each naming the tenant, the GPUs and why.
   - "DCGM label variants are handled: C(namespace)/C(pod) or C(exported_namespace)/C(exported_pod) (scrapes that do
     not honour the exporter's labels), C(Hostname) or C(hostname)."
-  - Also returns a short per-tenant table and the whole report as Markdown. Read-only; runs in check mode.
+  - Also returns a short per-tenant table and the whole report as Markdown.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.prometheus
-  - gpuaas.platform.k8s_auth
 options:
   window:
     description:
@@ -162,6 +159,11 @@ notes:
   - The Kubernetes connection options are used to read ClusterQueues (O(kueue_source)) and O(prometheus.token_secret).
 seealso:
   - module: gpuaas.platform.prometheus_query
+    description: Any other PromQL query against the same Prometheus.
+extends_documentation_fragment:
+  - gpuaas.platform.prometheus
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.info_module
 """
 
 EXAMPLES = r"""
@@ -292,21 +294,17 @@ markdown:
 
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
-    K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,
     translate_api_exception,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import (
     PROMETHEUS_ARG_SPEC,
     PrometheusClient,
     PrometheusError,
-    client_from_params,
-    kube_secret_reader,
     matrix_samples,
     now,
     parse_duration,
@@ -391,7 +389,7 @@ def flavor_of_nodes(module: t.Any, warnings: t.List[str]) -> t.Dict[str, str]:
 
 def run(module: t.Any) -> t.Dict[str, t.Any]:
     params = module.params
-    prom = client_from_params(params["prometheus"], kube_secret_reader(module))
+    prom = module.prometheus_client()
     window = parse_duration(params["window"])
     if window <= 0:
         raise PrometheusError("window must be positive", hint="e.g. window: 1h")
@@ -451,9 +449,15 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     return out
 
 
+def run_and_warn(module: t.Any) -> t.Dict[str, t.Any]:
+    result = run(module)
+    for warning in result.pop("warnings_list"):
+        module.warn(warning)
+    return result
+
+
 def main() -> None:
-    spec: t.Dict[str, t.Any] = dict(K8S_AUTH_ARG_SPEC)
-    spec.update(PROMETHEUS_ARG_SPEC)
+    spec: t.Dict[str, t.Any] = dict(PROMETHEUS_ARG_SPEC)
     spec.update(
         window={"type": "str", "default": "14d"},
         time={"type": "str"},
@@ -478,15 +482,8 @@ def main() -> None:
         currency={"type": "str", "default": ""},
         health={"type": "list", "elements": "dict", "default": []},
     )
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    try:
-        result = run(module)
-    except GpuaasError as err:
-        fail_module(module, err)
-        return
-    for warning in result.pop("warnings_list"):
-        module.warn(warning)
-    module.exit_json(**result)
+    module = GpuaasModule(argument_spec=spec, supports_check_mode=True)
+    module.run(run_and_warn)
 
 
 if __name__ == "__main__":

@@ -31,8 +31,6 @@ description:
   - Read-only on the cluster.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   label_selector:
     description:
@@ -58,7 +56,11 @@ notes:
   - Autoscaling (KEDA ScaledObjects) is not imported; ScaledObjects the collection made are reported.
 seealso:
   - module: gpuaas.platform.tenants
+    description: Converges the cluster to the inventory this module writes.
   - module: gpuaas.platform.kueue_info
+    description: The same Kueue objects, read-only and summarized.
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
 """
 
 EXAMPLES = r"""
@@ -138,12 +140,10 @@ try:  # PyYAML comes with ansible-core on the controller; a remote Python may la
 except ImportError:
     HAS_YAML = False
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import InventoryError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
-    K8S_AUTH_ARG_SPEC,
     ApiException,
-    KubeAnsibleModule,
     get_client,
     translate_api_exception,
 )
@@ -151,6 +151,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kueue_version
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import OWNED_SELECTOR
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda, kueue_import
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.tenancy import RBAC_V
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
 HEADER = """\
 # Written by gpuaas.platform.kueue_import from the cluster's Kueue objects (docs/tenants.md, Brownfield adoption).
@@ -267,16 +268,15 @@ def main() -> None:
         label_selector=dict(type="str"),
         dest=dict(type="path"),
     )
-    argument_spec.update(K8S_AUTH_ARG_SPEC)
-    module = KubeAnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    try:
-        result, warnings = run_import(get_client(module), module.params, module.check_mode, module._diff)
-    except GpuaasError as err:
-        fail_module(module, err, changed=False)
-        return
-    for warning in warnings:
-        module.warn(warning)
-    module.exit_json(**result)
+    module = GpuaasModule(argument_spec=argument_spec, supports_check_mode=True)
+
+    def import_and_warn(mod: GpuaasModule) -> t.Dict[str, t.Any]:
+        result, warnings = run_import(get_client(mod), mod.params, mod.check_mode, mod._diff)
+        for warning in warnings:
+            mod.warn(warning)
+        return result
+
+    module.run(import_and_warn, changed=False)
 
 
 if __name__ == "__main__":

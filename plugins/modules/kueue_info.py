@@ -42,18 +42,14 @@ options:
     elements: str
     choices: [cluster_queues, local_queues, cohorts, resource_flavors, workload_priority_classes]
     default: [cluster_queues, local_queues, cohorts, resource_flavors, workload_priority_classes]
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
-attributes:
-  check_mode:
-    description: Read-only; runs in check mode too.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is nothing to diff.
-    support: none
 seealso:
   - module: gpuaas.platform.cluster_queue
+    description: Creates and changes the ClusterQueues this module reports.
   - module: gpuaas.platform.gpu_utilization_info
+    description: GPU utilization and quota usage over time, from Prometheus.
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.info_module
 """
 
 EXAMPLES = r"""
@@ -87,7 +83,7 @@ cluster_queues:
   elements: dict
   contains:
     name:
-      description: Name.
+      description: Name of the ClusterQueue.
       type: str
     cohort:
       description: Cohort name (empty when none).
@@ -139,10 +135,10 @@ local_queues:
   elements: dict
   contains:
     name:
-      description: Name.
+      description: Name of the LocalQueue.
       type: str
     namespace:
-      description: Namespace.
+      description: Namespace of the LocalQueue.
       type: str
     cluster_queue:
       description: ClusterQueue it submits to.
@@ -184,8 +180,7 @@ workload_priority_classes:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, get_client, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kueue_versions import (
@@ -346,7 +341,7 @@ def subtree(nodes, root):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC, with_apply=False), supports_check_mode=True)
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC, with_apply=False), supports_check_mode=True)
     p = module.params
     include = set(p["include"])
     try:

@@ -18,11 +18,8 @@ description:
     always; C(RayJob), C(JobSet), C(TrainJob), C(LeaderWorkerSet), C(AppWrapper), ... when their CRD is served).
   - An explicit list is checked against the known names and returned in the collection's order; frameworks whose
     API is not served are kept (Kueue waits for their CRD) and listed in RV(not_served).
-  - Read-only; safe in check mode.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   frameworks:
     description:
@@ -30,8 +27,14 @@ options:
         Kueue framework names (C(batch/job), C(pod), C(deployment), C(statefulset), C(ray.io/rayjob), ...).
     type: raw
     default: auto
-notes:
-  - Requires the C(kubernetes) Python library.
+seealso:
+  - module: gpuaas.platform.kueue_info
+    description: The Kueue objects of the cluster.
+  - module: gpuaas.platform.tenants
+    description: Generates the admission policy gpuaas-require-kueue-queue from the same list of kinds.
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.info_module
 """
 
 EXAMPLES = r"""
@@ -90,11 +93,10 @@ known:
 
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import K8S_AUTH_ARG_SPEC, get_client
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, ValidationError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import get_client
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, ValidationError
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations as ki
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
 
 def served(client: t.Any, integration: ki.Integration) -> bool:
@@ -128,15 +130,8 @@ def resolve(client: t.Any, frameworks: t.Any) -> t.Dict[str, t.Any]:
 
 
 def main() -> None:
-    argument_spec: t.Dict[str, t.Any] = dict(frameworks=dict(type="raw", default="auto"))
-    argument_spec.update(K8S_AUTH_ARG_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    try:
-        result = resolve(get_client(module), module.params["frameworks"])
-    except GpuaasError as err:
-        fail_module(module, err)
-        return
-    module.exit_json(changed=False, **result)
+    module = GpuaasModule(argument_spec={"frameworks": {"type": "raw", "default": "auto"}}, supports_check_mode=True)
+    module.run(lambda m: dict(resolve(get_client(m), m.params["frameworks"]), changed=False))
 
 
 if __name__ == "__main__":

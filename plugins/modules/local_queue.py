@@ -49,11 +49,12 @@ options:
       - Pending workloads of the queue wait until it exists again; admitted ones keep running.
     type: bool
     default: false
+seealso:
+  - module: gpuaas.platform.cluster_queue
+    description: The ClusterQueue a LocalQueue submits to; its namespace_selector must select the namespace.
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
   - gpuaas.platform.apply
-seealso:
-  - module: gpuaas.platform.cluster_queue
 """
 
 EXAMPLES = r"""
@@ -79,17 +80,17 @@ result:
   sample: {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
            "metadata": {"name": "default", "namespace": "nlp-team"}, "spec": {"clusterQueue": "nlp-team"}}
 created:
-  description: Objects created (apiVersion, kind, name, namespace).
+  description: Objects created, each as C(apiVersion), C(kind), C(name) and, when namespaced, C(namespace).
   returned: always
   type: list
   elements: dict
 updated:
-  description: Objects updated.
+  description: Objects updated, like RV(created).
   returned: always
   type: list
   elements: dict
 deleted:
-  description: Objects deleted (including the old LocalQueue replaced by O(recreate)).
+  description: Objects deleted, including the old LocalQueue replaced by O(recreate).
   returned: always
   type: list
   elements: dict
@@ -99,14 +100,18 @@ summary:
   type: dict
   sample: {"created": 1, "updated": 0, "unchanged": 0, "deleted": 0}
 api_versions:
-  description: API version used per group.
+  description: API version used per group; C(kueue.x-k8s.io) shows C(v1beta1) on clusters with an older Kueue.
   returned: when a Kueue object was handled
   type: dict
   sample: {"kueue.x-k8s.io": "v1beta2"}
+diff:
+  description: Per changed object, the fields this collection manages before and after.
+  returned: in diff mode
+  type: list
+  elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, local_queue
@@ -151,8 +156,8 @@ def make_before_apply(module):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
-                           required_if=[("state", "present", ["cluster_queue"])])
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
+                          required_if=[("state", "present", ["cluster_queue"])])
     run_object_module(module, build,
                       lambda p: ObjectRef(API_VERSION, "LocalQueue", p["name"], p["namespace"]),
                       before_apply=make_before_apply(module))

@@ -22,14 +22,11 @@ description:
   - Objects carry C(app.kubernetes.io/managed-by=gpuaas.platform), C(app.kubernetes.io/part-of=gpuaas-observability)
     and C(app.kubernetes.io/instance=<namespace>); objects with these labels (same O(namespace)) that are no longer
     desired are deleted, so installations with different O(namespace) do not touch each other.
-  - Check mode is a server-side dry run; C(--diff) shows per-object changes.
   - Kinds whose API the cluster does not serve (no Prometheus Operator, no Grafana Operator), and monitors whose
     namespace does not exist (Kueue or the GPU Operator not installed there), are skipped and listed in RV(not_applied)
     with a warning.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   state:
     description: C(present) applies the objects, C(absent) deletes every object this module created.
@@ -54,7 +51,7 @@ options:
     default: {}
     suboptions:
       enabled:
-        description: Create it.
+        description: Create the Kueue ServiceMonitor.
         type: bool
         default: true
       namespace:
@@ -122,7 +119,7 @@ options:
     default: {}
     suboptions:
       enabled:
-        description: Create it.
+        description: Create the DCGM exporter's ServiceMonitor or PodMonitor.
         type: bool
         default: true
       kind:
@@ -156,7 +153,7 @@ options:
     default: {}
     suboptions:
       enabled:
-        description: Create it.
+        description: Create the PrometheusRule.
         type: bool
         default: true
       name:
@@ -217,6 +214,15 @@ options:
 notes:
   - On OpenShift, user-workload monitoring picks up ServiceMonitors and PrometheusRules in user namespaces; the
     GPU Operator already ships a ServiceMonitor for the DCGM exporter in C(nvidia-gpu-operator) (cluster monitoring).
+attributes:
+  check_mode:
+    description: A server-side dry run (C(dryRun=All)); the API server still validates, nothing is written.
+    support: full
+  diff_mode:
+    description: Per object, the fields this collection manages, before and after.
+    support: full
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
 """
 
 EXAMPLES = r"""
@@ -246,26 +252,6 @@ changed:
   description: Whether an object was created, updated or deleted.
   returned: always
   type: bool
-created:
-  description: Objects created (C(apiVersion), C(kind), C(namespace), C(name)).
-  returned: always
-  type: list
-  elements: dict
-updated:
-  description: Objects updated.
-  returned: always
-  type: list
-  elements: dict
-deleted:
-  description: Objects deleted (no longer desired, or O(state=absent)).
-  returned: always
-  type: list
-  elements: dict
-summary:
-  description: Count per action.
-  returned: always
-  type: dict
-  sample: {"created": 4, "updated": 0, "unchanged": 0, "deleted": 0}
 objects:
   description: Every desired object (C(apiVersion), C(kind), C(namespace), C(name)).
   returned: always
@@ -276,27 +262,45 @@ not_applied:
   returned: always
   type: list
   elements: dict
+created:
+  description: Objects created, each as C(apiVersion), C(kind), C(name) and, when namespaced, C(namespace).
+  returned: always
+  type: list
+  elements: dict
+updated:
+  description: Objects updated, like RV(created).
+  returned: always
+  type: list
+  elements: dict
+deleted:
+  description: Objects deleted because they are no longer desired, or by O(state=absent).
+  returned: always
+  type: list
+  elements: dict
+summary:
+  description: Number of objects created, updated, unchanged and deleted.
+  returned: always
+  type: dict
+  sample: {"created": 1, "updated": 0, "unchanged": 0, "deleted": 0}
 diff:
-  description: Per-object before/after, with C(--diff).
-  returned: when diff mode is on
+  description: Per changed object, the fields this collection manages before and after.
+  returned: in diff mode
   type: list
   elements: dict
 """
 
-import copy
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, PruneScope
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
-    K8S_AUTH_ARG_SPEC,
     ApiException,
-    KubeAnsibleModule,
     get_client,
     translate_api_exception,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.monitoring import KINDS, desired_objects, owner_labels
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
 
 def skip_missing_namespaces(objects: t.List[t.Dict[str, t.Any]], client: t.Any
@@ -352,9 +356,21 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     return out
 
 
+def run_and_warn(module: t.Any) -> t.Dict[str, t.Any]:
+    """:func:`run`, then the warnings about what was skipped or is unsafe (only when the run succeeded)."""
+    result = run(module)
+    for item in result.get("not_applied") or []:
+        module.warn("skipped %s %s: %s" % (item["kind"], item["name"], item["reason"]))
+    kueue = module.params.get("kueue_monitor") or {}
+    if (module.params.get("state") == "present" and kueue.get("enabled") and kueue.get("scheme") == "https"
+            and kueue.get("insecure_skip_verify")):
+        module.warn("kueue_monitor.insecure_skip_verify is true: Prometheus sends its ServiceAccount token to Kueue's "
+                    "metrics endpoint without verifying its certificate; set ca_secret or ca_configmap instead")
+    return result
+
+
 def main() -> None:
-    spec: t.Dict[str, t.Any] = copy.deepcopy(K8S_AUTH_ARG_SPEC)
-    spec.update(
+    spec: t.Dict[str, t.Any] = dict(
         state={"type": "str", "choices": ["present", "absent"], "default": "present"},
         namespace={"type": "str", "default": "gpuaas-monitoring"},
         create_namespace={"type": "bool", "default": True},
@@ -402,20 +418,8 @@ def main() -> None:
             "instance_selector": {"type": "dict", "default": {"dashboards": "grafana"}},
         }},
     )
-    module = KubeAnsibleModule(argument_spec=spec, supports_check_mode=True)
-    try:
-        result = run(module)
-    except GpuaasError as err:
-        fail_module(module, err)
-        return
-    for item in result.get("not_applied") or []:
-        module.warn("skipped %s %s: %s" % (item["kind"], item["name"], item["reason"]))
-    kueue = module.params.get("kueue_monitor") or {}
-    if (module.params.get("state") == "present" and kueue.get("enabled") and kueue.get("scheme") == "https"
-            and kueue.get("insecure_skip_verify")):
-        module.warn("kueue_monitor.insecure_skip_verify is true: Prometheus sends its ServiceAccount token to Kueue's "
-                    "metrics endpoint without verifying its certificate; set ca_secret or ca_configmap instead")
-    module.exit_json(**result)
+    module = GpuaasModule(argument_spec=spec, supports_check_mode=True)
+    module.run(run_and_warn)
 
 
 if __name__ == "__main__":

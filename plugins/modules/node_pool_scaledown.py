@@ -23,8 +23,6 @@ description:
   - Run it on a schedule (AWX, see C(playbooks/node_pool_scaledown.yml)); each run is idempotent.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   node_pools:
     description: The pools (inventory C(gpuaas_node_pools), see M(gpuaas.platform.node_pools)).
@@ -51,7 +49,9 @@ attributes:
     description: Not supported; RV(pools) lists what changes.
     support: none
 notes:
-  - Requires the C(kubernetes) Python library. Needs to list pods and nodes, patch nodes, Machines and the target.
+  - Needs to list pods and nodes, patch nodes, Machines and the target.
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
 """
 
 EXAMPLES = r"""
@@ -84,17 +84,15 @@ pools:
 import time
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import NodePool, TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
-    K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import node_pools as builders
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
 MERGE = "application/merge-patch+json"
 CAPI_DEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
@@ -222,16 +220,8 @@ def main() -> None:
         pools=dict(type="list", elements="str"),
         idle_seconds=dict(type="int"),
     )
-    argument_spec.update(K8S_AUTH_ARG_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    runner = ScaleDown(None, module.params, module.check_mode)
-    try:
-        runner.client = get_client(module)
-        result = runner.run()
-    except GpuaasError as err:
-        fail_module(module, err, changed=False)
-        return
-    module.exit_json(**result)
+    module = GpuaasModule(argument_spec=argument_spec, supports_check_mode=True)
+    module.run(lambda m: ScaleDown(get_client(m), m.params, m.check_mode).run(), changed=False)
 
 
 if __name__ == "__main__":

@@ -19,11 +19,9 @@ description:
     pinned O(starting_csv), or the first install the Subscription resolved) and never an unrequested upgrade.
   - With O(state=absent), removes the Subscription, the installed ClusterServiceVersion and the
     OperatorGroup created by this module (the Namespace is kept unless O(delete_namespace=true)).
-  - Idempotent; compares only the fields it sets. Check mode sends server-side dry-run requests only.
+  - Idempotent; compares only the fields it sets.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   state:
     description: Whether the operator is installed.
@@ -100,8 +98,16 @@ options:
     type: bool
     default: false
 notes:
-  - Requires the C(kubernetes) Python library.
   - An InstallPlan left unapproved (an upgrade under Manual approval) is reported in RV(pending_install_plan).
+attributes:
+  check_mode:
+    description: Sends server-side dry-run requests only; nothing is written and nothing is waited for.
+    support: full
+  diff_mode:
+    description: The Namespace, OperatorGroup and Subscription fields this module sets, before and after.
+    support: full
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
 """
 
 EXAMPLES = r"""
@@ -161,15 +167,12 @@ actions:
 import time
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
-    K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,
     translate_api_exception,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ReconcileResult
@@ -185,12 +188,13 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.olm impo
     plan_decision,
     subscription_object,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
 POLL = 2.0
 
 
 class OlmOperator:
-    def __init__(self, module: AnsibleModule, client: t.Any) -> None:
+    def __init__(self, module: GpuaasModule, client: t.Any) -> None:
         self.module = module
         self.client = client
         self.p = module.params
@@ -385,6 +389,15 @@ def _short(obj: t.Optional[t.Dict[str, t.Any]]) -> str:
     return repr({k: obj.get(k) for k in ("spec",) if k in obj} or {"metadata.labels": (obj.get("metadata") or {}).get("labels")})
 
 
+def run(module: GpuaasModule) -> t.Dict[str, t.Any]:
+    op = OlmOperator(module, get_client(module))
+    result = op.present() if module.params["state"] == "present" else op.absent()
+    result.update(changed=op.changed, actions=op.actions)
+    if module._diff:
+        result["diff"] = {"before": "\n".join(op.diff["before"]) + "\n", "after": "\n".join(op.diff["after"]) + "\n"}
+    return result
+
+
 def main() -> None:
     argument_spec: t.Dict[str, t.Any] = dict(
         state=dict(type="str", choices=["present", "absent"], default="present"),
@@ -406,19 +419,8 @@ def main() -> None:
         wait_timeout=dict(type="int", default=600),
         delete_namespace=dict(type="bool", default=False),
     )
-    argument_spec.update(K8S_AUTH_ARG_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    try:
-        client = get_client(module)
-        op = OlmOperator(module, client)
-        result = op.present() if module.params["state"] == "present" else op.absent()
-    except GpuaasError as err:
-        fail_module(module, err)
-        return
-    result.update(changed=op.changed, actions=op.actions)
-    if module._diff:
-        result["diff"] = {"before": "\n".join(op.diff["before"]) + "\n", "after": "\n".join(op.diff["after"]) + "\n"}
-    module.exit_json(**result)
+    module = GpuaasModule(argument_spec=argument_spec, supports_check_mode=True)
+    module.run(run)
 
 
 if __name__ == "__main__":

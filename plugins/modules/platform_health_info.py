@@ -18,12 +18,10 @@ description:
   - "C(kueue): every ClusterQueue (v1beta2, else v1beta1) has condition C(Active=True) and references only
     existing ResourceFlavors."
   - "C(keda): every C(keda.sh/v1alpha1) ScaledObject has condition C(Ready=True) (skipped when KEDA is not installed)."
-  - Each result says what is wrong and how to fix it. Read-only; runs in check mode. The module never fails because
+  - Each result says what is wrong and how to fix it. The module never fails because
     of an unhealthy platform (the C(gpuaas.platform.validate) role decides); it fails only when it cannot read.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   checks:
     description: Which checks to run.
@@ -36,6 +34,12 @@ options:
     type: list
     elements: str
     default: [nvidia.com/gpu.present, nvidia.com/gpu.product, nvidia.com/gpu.count, nvidia.com/mig.config]
+seealso:
+  - module: gpuaas.platform.platform_info
+    description: Which platform and operators the cluster has.
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.info_module
 """
 
 EXAMPLES = r"""
@@ -80,15 +84,13 @@ summary:
 
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
-    K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,
     translate_api_exception,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import health
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
@@ -129,19 +131,13 @@ def run_checks(client: t.Any, checks: t.Sequence[str], gpu_node_labels: t.Sequen
 
 
 def main() -> None:
-    spec: t.Dict[str, t.Any] = dict(K8S_AUTH_ARG_SPEC)
-    spec.update(
+    spec: t.Dict[str, t.Any] = dict(
         checks={"type": "list", "elements": "str", "choices": ["gpu_operator", "gpu_nodes", "kueue", "keda"],
                 "default": ["gpu_operator", "gpu_nodes", "kueue", "keda"]},
         gpu_node_labels={"type": "list", "elements": "str", "default": list(health.GPU_NODE_LABELS)},
     )
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    try:
-        result = run_checks(get_client(module), module.params["checks"], module.params["gpu_node_labels"])
-    except GpuaasError as err:
-        fail_module(module, err)
-        return
-    module.exit_json(**result)
+    module = GpuaasModule(argument_spec=spec, supports_check_mode=True)
+    module.run(lambda m: run_checks(get_client(m), m.params["checks"], m.params["gpu_node_labels"]))
 
 
 if __name__ == "__main__":

@@ -15,11 +15,8 @@ description:
     version from the C(version) ClusterVersion; otherwise the platform is Kubernetes.
   - Reports the Kubernetes version and whether OLM, the Prometheus Operator, cert-manager, OpenShift AI
     (C(DataScienceCluster)), Kueue, KEDA and the NVIDIA GPU Operator APIs are served.
-  - Read-only; safe in check mode.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.k8s_auth
 options:
   platform:
     description:
@@ -28,8 +25,12 @@ options:
     type: str
     choices: [auto, openshift, kubernetes]
     default: auto
-notes:
-  - Requires the C(kubernetes) Python library.
+seealso:
+  - module: gpuaas.platform.olm_operator
+    description: Installs operators through OLM, the path for RV(platform=openshift).
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.info_module
 """
 
 EXAMPLES = r"""
@@ -97,15 +98,13 @@ gpu_operator:
 
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
-    K8S_AUTH_ARG_SPEC,
     ApiException,
     get_client,
     translate_api_exception,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
 DSC_VERSIONS = ("datasciencecluster.opendatahub.io/v2", "datasciencecluster.opendatahub.io/v1")
 
@@ -174,17 +173,10 @@ def detect(client: t.Any, forced: str = "auto") -> t.Dict[str, t.Any]:
 
 
 def main() -> None:
-    argument_spec: t.Dict[str, t.Any] = dict(
-        platform=dict(type="str", choices=["auto", "openshift", "kubernetes"], default="auto"),
-    )
-    argument_spec.update(K8S_AUTH_ARG_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    try:
-        info = detect(get_client(module), module.params["platform"])
-    except GpuaasError as err:
-        fail_module(module, err)
-        return
-    module.exit_json(changed=False, **info)
+    module = GpuaasModule(
+        argument_spec={"platform": {"type": "str", "choices": ["auto", "openshift", "kubernetes"], "default": "auto"}},
+        supports_check_mode=True)
+    module.run(lambda m: dict(detect(get_client(m), m.params["platform"]), changed=False))
 
 
 if __name__ == "__main__":

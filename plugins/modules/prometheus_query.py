@@ -14,12 +14,8 @@ description:
   - Runs one PromQL expression and returns the series with their values as numbers.
   - Instant query by default; a range query when O(window) or O(start) is given.
   - Errors say what went wrong and how to fix it (server unreachable, TLS verification, 401/403, PromQL syntax).
-  - Read-only; runs in check mode too.
 author:
   - gpuaas.platform contributors (@gpuaas)
-extends_documentation_fragment:
-  - gpuaas.platform.prometheus
-  - gpuaas.platform.k8s_auth
 options:
   query:
     description: The PromQL expression.
@@ -49,6 +45,10 @@ options:
     default: false
 notes:
   - The Kubernetes connection options are only used to read O(prometheus.token_secret).
+extends_documentation_fragment:
+  - gpuaas.platform.prometheus
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.info_module
 """
 
 EXAMPLES = r"""
@@ -122,16 +122,11 @@ step:
 import math
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import K8S_AUTH_ARG_SPEC
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import (
     PROMETHEUS_ARG_SPEC,
     PrometheusError,
-    client_from_params,
     jsonable_result,
-    kube_secret_reader,
     now,
     parse_duration,
     parse_time,
@@ -141,7 +136,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.observe.promql imp
 
 def run(module: t.Any) -> t.Dict[str, t.Any]:
     params = module.params
-    client = client_from_params(params["prometheus"], kube_secret_reader(module))
+    client = module.prometheus_client()
     end = parse_time(params["time"], now())
     out: t.Dict[str, t.Any] = {"changed": False, "query": params["query"], "end": end}
     if params["window"] or params["start"]:
@@ -169,12 +164,13 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
             "the query %r returned no series" % params["query"],
             hint="check that the metric is scraped (Prometheus UI: Status > Targets) and the label matchers",
         )
+    for warning in answer["warnings"]:
+        module.warn("Prometheus: %s" % warning)
     return out
 
 
 def main() -> None:
-    spec: t.Dict[str, t.Any] = dict(K8S_AUTH_ARG_SPEC)
-    spec.update(PROMETHEUS_ARG_SPEC)
+    spec: t.Dict[str, t.Any] = dict(PROMETHEUS_ARG_SPEC)
     spec.update(
         query={"type": "str", "required": True},
         time={"type": "str"},
@@ -183,15 +179,8 @@ def main() -> None:
         step={"type": "str"},
         fail_on_empty={"type": "bool", "default": False},
     )
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True, mutually_exclusive=[("window", "start")])
-    try:
-        result = run(module)
-    except GpuaasError as err:
-        fail_module(module, err)
-        return
-    for warning in result["warnings_from_server"]:
-        module.warn("Prometheus: %s" % warning)
-    module.exit_json(**result)
+    module = GpuaasModule(argument_spec=spec, supports_check_mode=True, mutually_exclusive=[("window", "start")])
+    module.run(run)
 
 
 if __name__ == "__main__":

@@ -71,11 +71,12 @@ options:
     description:
       - Name of a Kueue C(Topology) for topology-aware scheduling (needs O(node_labels)).
     type: str
+seealso:
+  - module: gpuaas.platform.cluster_queue
+    description: Gives quota in the flavor.
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
   - gpuaas.platform.apply
-seealso:
-  - module: gpuaas.platform.cluster_queue
 """
 
 EXAMPLES = r"""
@@ -103,17 +104,17 @@ result:
   sample: {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "h100"},
            "spec": {"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}}
 created:
-  description: Objects created (apiVersion, kind, name).
+  description: Objects created, each as C(apiVersion), C(kind), C(name) and, when namespaced, C(namespace).
   returned: always
   type: list
   elements: dict
 updated:
-  description: Objects updated.
+  description: Objects updated, like RV(created).
   returned: always
   type: list
   elements: dict
 deleted:
-  description: Objects deleted.
+  description: Objects deleted, like RV(created).
   returned: always
   type: list
   elements: dict
@@ -121,16 +122,20 @@ summary:
   description: Number of objects created, updated, unchanged and deleted.
   returned: always
   type: dict
-  sample: {"created": 0, "updated": 1, "unchanged": 0, "deleted": 0}
+  sample: {"created": 1, "updated": 0, "unchanged": 0, "deleted": 0}
 api_versions:
-  description: API version used per group.
+  description: API version used per group; C(kueue.x-k8s.io) shows C(v1beta1) on clusters with an older Kueue.
   returned: when a Kueue object was handled
   type: dict
   sample: {"kueue.x-k8s.io": "v1beta2"}
+diff:
+  description: Per changed object, the fields this collection manages before and after.
+  returned: in diff mode
+  type: list
+  elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, resource_flavor
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
@@ -173,7 +178,7 @@ def build(params):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True)
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True)
     run_object_module(module, build, lambda p: ObjectRef(API_VERSION, "ResourceFlavor", p["name"]))
 
 

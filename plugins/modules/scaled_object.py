@@ -145,11 +145,12 @@ options:
     type: list
     elements: dict
     default: []
+seealso:
+  - module: gpuaas.platform.tenants
+    description: Builds the same ScaledObjects from the tenants inventory, with the platform Prometheus credential.
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
   - gpuaas.platform.apply
-seealso:
-  - module: gpuaas.platform.tenants
 """
 
 EXAMPLES = r"""
@@ -189,18 +190,20 @@ result:
   description: The ScaledObject as stored (after the dry run in check mode); empty when absent.
   returned: always
   type: dict
+  sample: {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "vllm", "namespace": "nlp-serve"},
+           "spec": {"scaleTargetRef": {"name": "vllm"}, "minReplicaCount": 0, "maxReplicaCount": 4}}
 created:
-  description: Objects created (apiVersion, kind, name, namespace).
+  description: Objects created, each as C(apiVersion), C(kind), C(name) and, when namespaced, C(namespace).
   returned: always
   type: list
   elements: dict
 updated:
-  description: Objects updated.
+  description: Objects updated, like RV(created).
   returned: always
   type: list
   elements: dict
 deleted:
-  description: Objects deleted.
+  description: Objects deleted, like RV(created).
   returned: always
   type: list
   elements: dict
@@ -208,12 +211,22 @@ summary:
   description: Number of objects created, updated, unchanged and deleted.
   returned: always
   type: dict
+  sample: {"created": 1, "updated": 0, "unchanged": 0, "deleted": 0}
+api_versions:
+  description: API version used per group; C(kueue.x-k8s.io) shows C(v1beta1) on clusters with an older Kueue.
+  returned: when a Kueue object was handled
+  type: dict
+  sample: {"kueue.x-k8s.io": "v1beta2"}
+diff:
+  description: Per changed object, the fields this collection manages before and after.
+  returned: in diff mode
+  type: list
+  elements: dict
 """
 
 import typing as t
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import PrometheusSettings, parse_autoscaling
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
@@ -296,8 +309,8 @@ def build(params: t.Mapping[str, t.Any], warnings: t.Optional[t.List[str]] = Non
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
-                           required_if=[("state", "present", ["target"])])
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
+                          required_if=[("state", "present", ["target"])])
     warnings: t.List[str] = []
 
     def _build(params: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:

@@ -29,6 +29,9 @@ options:
     description:
       - Human-readable description.
     type: str
+seealso:
+  - module: gpuaas.platform.kueue_info
+    description: The classes of the cluster, highest first.
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
   - gpuaas.platform.apply
@@ -55,17 +58,17 @@ result:
   sample: {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
            "metadata": {"name": "production"}, "value": 1000}
 created:
-  description: Objects created (apiVersion, kind, name).
+  description: Objects created, each as C(apiVersion), C(kind), C(name) and, when namespaced, C(namespace).
   returned: always
   type: list
   elements: dict
 updated:
-  description: Objects updated.
+  description: Objects updated, like RV(created).
   returned: always
   type: list
   elements: dict
 deleted:
-  description: Objects deleted.
+  description: Objects deleted, like RV(created).
   returned: always
   type: list
   elements: dict
@@ -75,14 +78,18 @@ summary:
   type: dict
   sample: {"created": 1, "updated": 0, "unchanged": 0, "deleted": 0}
 api_versions:
-  description: API version used per group.
+  description: API version used per group; C(kueue.x-k8s.io) shows C(v1beta1) on clusters with an older Kueue.
   returned: when a Kueue object was handled
   type: dict
   sample: {"kueue.x-k8s.io": "v1beta2"}
+diff:
+  description: Per changed object, the fields this collection manages before and after.
+  returned: in diff mode
+  type: list
+  elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, workload_priority_class
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
@@ -100,8 +107,8 @@ def build(params):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
-                           required_if=[("state", "present", ["value"])])
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
+                          required_if=[("state", "present", ["value"])])
     run_object_module(module, build, lambda p: ObjectRef(API_VERSION, "WorkloadPriorityClass", p["name"]))
 
 
