@@ -15,13 +15,11 @@ No I/O: the node capacity used for the over-commit check is passed in (``nodes``
 
 from __future__ import annotations
 
-import difflib
 import re
 import typing as t
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import (
     BORROW_POLICIES,
     QUEUEING_STRATEGIES,
@@ -29,16 +27,28 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_va
     TAINT_EFFECTS,
     WITHIN_CQ_POLICIES,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import (
-    DNS1123_LABEL,
-    DNS1123_SUBDOMAIN,
-    LABEL_VALUE,
-    QUALIFIED_NAME,
-)
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import QUALIFIED_NAME
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import (
     is_accelerator,
     parse_quantity,
     quantity_text,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import (  # noqa: F401 - re-exported
+    Access,
+    Autoscaling,
+    Cohort,
+    ExtraQueue,
+    Flavor,
+    NodePool,
+    Preemption,
+    Priority,
+    PrometheusSettings,
+    Quota,
+    Tenant,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import (  # noqa: F401 - re-exported
+    InventoryError,
+    Validator,
 )
 
 # Namespaces a tenant can never claim.
@@ -91,160 +101,6 @@ NODE_POOL_TARGET_KINDS = {
     "MachineSet": "machine.openshift.io/v1beta1",
     "MachineDeployment": "cluster.x-k8s.io/v1beta2",
 }
-
-
-class InventoryError(ValidationError):
-    """The inventory has problems; ``problems`` lists every one with its path."""
-
-
-@dataclass
-class Flavor:
-    name: str
-    node_labels: t.Dict[str, str] = field(default_factory=dict)
-    node_taints: t.List[t.Dict[str, t.Any]] = field(default_factory=list)
-    tolerations: t.List[t.Dict[str, t.Any]] = field(default_factory=list)
-    topology_name: t.Optional[str] = None
-
-
-@dataclass
-class Cohort:
-    name: str
-    parent: t.Optional[str] = None
-    fair_sharing_weight: t.Optional[str] = None
-
-
-@dataclass
-class Priority:
-    name: str
-    value: int
-    description: t.Optional[str] = None
-
-
-@dataclass
-class Quota:
-    flavor: str
-    resources: t.Dict[str, str]
-    borrowing_limit: t.Dict[str, str] = field(default_factory=dict)
-    lending_limit: t.Dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Preemption:
-    reclaim_within_cohort: t.Optional[str] = None
-    within_cluster_queue: t.Optional[str] = None
-    borrow_policy: t.Optional[str] = None
-    borrow_max_priority_threshold: t.Optional[int] = None
-
-
-@dataclass
-class Access:
-    admin_groups: t.List[str] = field(default_factory=list)
-    admin_users: t.List[str] = field(default_factory=list)
-    user_groups: t.List[str] = field(default_factory=list)
-    user_users: t.List[str] = field(default_factory=list)
-
-
-@dataclass
-class ExtraQueue:
-    name: str
-    namespaces: t.List[str]
-
-
-@dataclass
-class Autoscaling:
-    name: str
-    namespace: str
-    target_kind: str
-    target_name: str
-    target_api_version: str
-    min_replicas: int = 0
-    max_replicas: int = 1
-    polling_interval: t.Optional[int] = None
-    cooldown_period: t.Optional[int] = None
-    # idle scale-to-zero: the window (seconds) over which every GPU of the target's pods stayed at or below
-    # the utilization threshold; None = no idle trigger
-    idle_window_seconds: t.Optional[int] = None
-    idle_utilization_threshold: str = "1"
-    pod_regex: t.Optional[str] = None
-    wake_query: t.Optional[str] = None
-    wake_threshold: str = "0"
-    # load-based scaling 1..max (KEDA metricType AverageValue: replicas = ceil(value / target_per_replica))
-    load_query: t.Optional[str] = None
-    load_target: t.Optional[str] = None
-    load_activation: t.Optional[str] = None
-    source_kind: t.Optional[str] = None  # the kind the user named when it differs (InferenceService)
-    triggers: t.List[t.Dict[str, t.Any]] = field(default_factory=list)
-
-    @property
-    def idle_after_minutes(self) -> t.Optional[int]:
-        """The idle window in whole minutes (rounded up); kept for callers of the minutes-only model."""
-        if self.idle_window_seconds is None:
-            return None
-        return -(-self.idle_window_seconds // 60)
-
-
-@dataclass
-class Tenant:
-    name: str
-    namespaces: t.List[str]
-    state: str = "present"
-    cohort: t.Optional[str] = None
-    fair_sharing_weight: t.Optional[str] = None
-    quotas: t.List[Quota] = field(default_factory=list)
-    preemption: Preemption = field(default_factory=Preemption)
-    access: Access = field(default_factory=Access)
-    autoscaling: t.List[Autoscaling] = field(default_factory=list)
-    queues: t.List[ExtraQueue] = field(default_factory=list)
-    queueing_strategy: t.Optional[str] = None
-    labels: t.Dict[str, str] = field(default_factory=dict)
-    default_queue: bool = True
-    # WorkloadPriorityClass names the tenant may use (Kueue label and pod priorityClassName); None = every
-    # class of gpuaas_priorities (issue 11)
-    allowed_priorities: t.Optional[t.List[str]] = None
-
-    @property
-    def present(self) -> bool:
-        return self.state == "present"
-
-    def suggested_queue(self, namespace: str) -> t.Optional[str]:
-        """The LocalQueue to name in the admission policy's message for ``namespace``."""
-        if self.default_queue:
-            return "default"
-        for queue in self.queues:
-            if namespace in queue.namespaces:
-                return queue.name
-        return None
-
-
-@dataclass
-class NodePool:
-    """One ``gpuaas_node_pools`` entry: a MachineSet/MachineDeployment that feeds ``flavor`` with nodes."""
-    name: str
-    flavor: str
-    target_kind: str
-    target_name: str
-    target_namespace: str
-    target_api_version: str
-    min_nodes: int = 0
-    max_nodes: int = 1
-    gpus_per_node: int = 8
-    gpu_resource: str = "nvidia.com/gpu"
-    node_labels: t.Dict[str, str] = field(default_factory=dict)
-    provisioning_seconds: int = 600
-    idle_seconds: int = 600
-    polling_interval: int = 15
-    include_pending: bool = False
-
-
-@dataclass
-class PrometheusSettings:
-    url: t.Optional[str] = None
-    token: t.Optional[str] = None
-    token_file: t.Optional[str] = None
-    token_secret: t.Optional[t.Dict[str, str]] = None
-    ca_file: t.Optional[str] = None
-    validate_certs: bool = True
-    timeout: t.Optional[int] = None
 
 
 @dataclass
@@ -307,126 +163,7 @@ def flavor_capacity(flavor: Flavor, nodes: t.Sequence[t.Mapping[str, t.Any]]) ->
     return totals
 
 
-class _Parser:
-    def __init__(self) -> None:
-        self.errors: t.List[str] = []
-        self.warnings: t.List[str] = []
-
-    # -- helpers -----------------------------------------------------------------------------
-    def err(self, path: str, message: str) -> None:
-        self.errors.append("%s: %s" % (path, message))
-
-    def keys(self, path: str, value: t.Mapping[str, t.Any], allowed: t.Sequence[str]) -> None:
-        for key in value:
-            if key not in allowed:
-                close = difflib.get_close_matches(str(key), allowed, n=1)
-                hint = " (did you mean '%s'?)" % close[0] if close else " (allowed: %s)" % ", ".join(allowed)
-                self.err("%s.%s" % (path, key), "unknown key%s" % hint)
-
-    def mapping(self, path: str, value: t.Any, allowed: t.Optional[t.Sequence[str]] = None) -> t.Optional[t.Mapping[str, t.Any]]:
-        if value is None:
-            return {}
-        if not isinstance(value, t.Mapping):
-            self.err(path, "must be a mapping, got %s" % type(value).__name__)
-            return None
-        if allowed is not None:
-            self.keys(path, value, allowed)
-        return value
-
-    def sequence(self, path: str, value: t.Any) -> t.List[t.Any]:
-        if value is None:
-            return []
-        if isinstance(value, (str, bytes)) or not isinstance(value, t.Sequence):
-            self.err(path, "must be a list, got %s" % type(value).__name__)
-            return []
-        return list(value)
-
-    def name(self, path: str, value: t.Any, pattern: t.Pattern[str] = DNS1123_SUBDOMAIN, max_len: int = 253,
-             what: str = "a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')") -> t.Optional[str]:
-        if value is None or value == "":
-            self.err(path, "is required")
-            return None
-        if not isinstance(value, str):
-            self.err(path, "must be a string, got %r" % (value,))
-            return None
-        if len(value) > max_len or not pattern.match(value):
-            self.err(path, "%r is not %s of at most %d characters" % (value, what, max_len))
-            return None
-        return value
-
-    def label_name(self, path: str, value: t.Any) -> t.Optional[str]:
-        return self.name(path, value, DNS1123_LABEL, 63,
-                         "a DNS-1123 label (lower-case letters, digits and '-', starting and ending alphanumeric)")
-
-    def weight(self, path: str, value: t.Any) -> t.Optional[str]:
-        if value is None:
-            return None
-        try:
-            number = parse_quantity(value)
-        except ValueError as exc:
-            self.err(path, str(exc))
-            return None
-        if number < 0:
-            self.err(path, "must not be negative, got %s" % value)
-            return None
-        return quantity_text(value)
-
-    def integer(self, path: str, value: t.Any, minimum: t.Optional[int] = None, maximum: t.Optional[int] = None) -> t.Optional[int]:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, str) and re.match(r"^-?[0-9]+$", value.strip()):
-                value = int(value)
-            else:
-                self.err(path, "must be an integer, got %r" % (value,))
-                return None
-        if minimum is not None and value < minimum:
-            self.err(path, "must be at least %d, got %d" % (minimum, value))
-            return None
-        if maximum is not None and value > maximum:
-            self.err(path, "must be at most %d, got %d" % (maximum, value))
-            return None
-        return value
-
-    def enum(self, path: str, value: t.Any, allowed: t.Sequence[str]) -> t.Optional[str]:
-        if value is None:
-            return None
-        if value not in allowed:
-            self.err(path, "%r is not one of %s" % (value, ", ".join(allowed)))
-            return None
-        return value
-
-    def string_map(self, path: str, value: t.Any, what: str) -> t.Dict[str, str]:
-        data = self.mapping(path, value)
-        out: t.Dict[str, str] = {}
-        for key, val in (data or {}).items():
-            if not isinstance(key, str) or not QUALIFIED_NAME.match(key):
-                self.err("%s.%s" % (path, key), "%r is not a valid %s key" % (key, what))
-                continue
-            text = "" if val is None else str(val)
-            if isinstance(val, bool):
-                text = "true" if val else "false"
-            if len(text) > 63 or not LABEL_VALUE.match(text):
-                self.err("%s.%s" % (path, key), "%r is not a valid label value" % (val,))
-                continue
-            out[key] = text
-        return out
-
-    def duplicates(self, path: str, names: t.Sequence[t.Tuple[int, t.Optional[str]]], what: str) -> None:
-        seen: t.Dict[str, int] = {}
-        for index, name in names:
-            if name is None:
-                continue
-            if name in seen:
-                self.err("%s[%d].name" % (path, index), "duplicate %s %r (also at %s[%d])" % (what, name, path, seen[name]))
-            else:
-                seen[name] = index
-
-    def unknown_ref(self, path: str, value: str, known: t.Iterable[str], what: str) -> None:
-        known = sorted(known)
-        close = difflib.get_close_matches(value, known, n=1)
-        suggestion = " (did you mean %r?)" % close[0] if close else ""
-        listing = ", ".join(known) if known else "none defined"
-        self.err(path, "unknown %s %r%s; defined: %s" % (what, value, suggestion, listing))
-
+class _Parser(Validator):
     # -- sections ------------------------------------------------------------------------------
     def parse(self, inv: t.Mapping[str, t.Any], nodes: t.Optional[t.Sequence[t.Mapping[str, t.Any]]]) -> TenantModel:
         model = TenantModel()
