@@ -20,14 +20,22 @@ import typing as t
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.cohorts import COHORT_KEYS, parse_cohorts  # noqa: F401
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.flavors import FLAVOR_KEYS, parse_flavors  # noqa: F401
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import (
     BORROW_POLICIES,
     QUEUEING_STRATEGIES,
     RECLAIM_POLICIES,
-    TAINT_EFFECTS,
     WITHIN_CQ_POLICIES,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_rules import lends_above_nominal
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import QUALIFIED_NAME
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.priorities import PRIORITY_KEYS, parse_priorities  # noqa: F401
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.prometheus import (  # noqa: F401 - re-exported
+    PROMETHEUS_KEYS,
+    TOKEN_SECRET_KEYS,
+    parse_prometheus,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import (
     is_accelerator,
     parse_quantity,
@@ -74,9 +82,6 @@ NOT_SCALABLE_KINDS = {
     "Job": "runs to completion; Kueue queues Jobs, KEDA ScaledJobs (not ScaledObjects) create them",
 }
 
-FLAVOR_KEYS = ("name", "node_labels", "node_taints", "tolerations", "topology_name")
-COHORT_KEYS = ("name", "parent", "fair_sharing_weight")
-PRIORITY_KEYS = ("name", "value", "description")
 TENANT_KEYS = ("name", "namespaces", "cohort", "fair_sharing_weight", "quotas", "preemption", "access",
                "autoscaling", "queues", "state", "queueing_strategy", "labels", "default_priority", "default_queue",
                "allowed_priorities")
@@ -90,8 +95,6 @@ AUTOSCALING_KEYS = ("name", "namespace", "target", "min_replicas", "max_replicas
 TARGET_KEYS = ("kind", "name", "api_version")
 IDLE_KEYS = ("after_minutes", "after_seconds", "utilization_threshold", "wake_query", "wake_threshold", "pod_regex")
 LOAD_KEYS = ("query", "target_per_replica", "activation_threshold")
-PROMETHEUS_KEYS = ("url", "token", "token_file", "token_secret", "ca_file", "validate_certs", "timeout")
-TOKEN_SECRET_KEYS = ("name", "namespace", "key")
 # -- gpuaas_node_pools (issue 13): GPU node pools grown and shrunk from Kueue's reserved quota ----------
 NODE_POOL_KEYS = ("name", "flavor", "target", "min_nodes", "max_nodes", "gpus_per_node", "gpu_resource",
                   "node_labels", "provisioning_seconds", "idle_seconds", "polling_interval", "include_pending")
@@ -168,10 +171,10 @@ class _Parser(Validator):
     def parse(self, inv: t.Mapping[str, t.Any], nodes: t.Optional[t.Sequence[t.Mapping[str, t.Any]]]) -> TenantModel:
         model = TenantModel()
         model.allow_overcommit = bool(inv.get("gpuaas_allow_overcommit", False))
-        model.flavors = self.flavors(inv.get("gpuaas_flavors"))
-        model.cohorts = self.cohorts(inv.get("gpuaas_cohorts"))
-        model.priorities = self.priorities(inv.get("gpuaas_priorities"))
-        model.prometheus = self.prometheus(inv.get("gpuaas_prometheus"))
+        model.flavors = parse_flavors(self, inv.get("gpuaas_flavors"))
+        model.cohorts = parse_cohorts(self, inv.get("gpuaas_cohorts"))
+        model.priorities = parse_priorities(self, inv.get("gpuaas_priorities"))
+        model.prometheus = parse_prometheus(self, inv.get("gpuaas_prometheus"))
         model.tenants = self.tenants(inv.get("gpuaas_tenants"), model)
         self.idle_reclaim(model)
         model.node_pools = self.node_pools(inv.get("gpuaas_node_pools"), model)
@@ -179,140 +182,6 @@ class _Parser(Validator):
             self.capacity(model, nodes)
         model.warnings = self.warnings
         return model
-
-    def flavors(self, value: t.Any) -> t.List[Flavor]:
-        out: t.List[Flavor] = []
-        names = []
-        for i, item in enumerate(self.sequence("gpuaas_flavors", value)):
-            path = "gpuaas_flavors[%d]" % i
-            data = self.mapping(path, item, FLAVOR_KEYS)
-            if data is None:
-                continue
-            name = self.name(path + ".name", data.get("name"))
-            names.append((i, name))
-            labels = self.string_map(path + ".node_labels", data.get("node_labels"), "node label")
-            if len(labels) > 8:
-                self.err(path + ".node_labels", "Kueue allows at most 8 node labels per flavor, got %d" % len(labels))
-            taints = []
-            for j, taint in enumerate(self.sequence(path + ".node_taints", data.get("node_taints"))):
-                tpath = "%s.node_taints[%d]" % (path, j)
-                tdata = self.mapping(tpath, taint, ("key", "value", "effect"))
-                if tdata is None:
-                    continue
-                if not tdata.get("key"):
-                    self.err(tpath + ".key", "is required")
-                if tdata.get("effect") not in TAINT_EFFECTS:
-                    self.err(tpath + ".effect", "%r is not one of %s" % (tdata.get("effect"), ", ".join(TAINT_EFFECTS)))
-                taints.append(dict(tdata))
-            tolerations = []
-            for j, tol in enumerate(self.sequence(path + ".tolerations", data.get("tolerations"))):
-                tpath = "%s.tolerations[%d]" % (path, j)
-                tdata = self.mapping(tpath, tol, ("key", "operator", "value", "effect", "tolerationSeconds"))
-                if tdata is None:
-                    continue
-                op = tdata.get("operator", "Equal")
-                if op not in ("Equal", "Exists"):
-                    self.err(tpath + ".operator", "%r is not one of Equal, Exists" % (op,))
-                if op == "Exists" and tdata.get("value") not in (None, ""):
-                    self.err(tpath + ".value", "must be empty when operator is Exists")
-                if tdata.get("effect") not in (None, "") and tdata.get("effect") not in TAINT_EFFECTS:
-                    self.err(tpath + ".effect", "%r is not one of %s" % (tdata.get("effect"), ", ".join(TAINT_EFFECTS)))
-                tolerations.append(dict(tdata))
-            topology = data.get("topology_name")
-            if topology is not None:
-                topology = self.name(path + ".topology_name", topology)
-                if not labels:
-                    self.err(path + ".node_labels", "at least one node label is required when topology_name is set")
-            if name:
-                out.append(Flavor(name, labels, taints, tolerations, topology))
-        self.duplicates("gpuaas_flavors", names, "flavor")
-        return out
-
-    def cohorts(self, value: t.Any) -> t.List[Cohort]:
-        out: t.List[Cohort] = []
-        names = []
-        for i, item in enumerate(self.sequence("gpuaas_cohorts", value)):
-            path = "gpuaas_cohorts[%d]" % i
-            data = self.mapping(path, item, COHORT_KEYS)
-            if data is None:
-                continue
-            name = self.name(path + ".name", data.get("name"))
-            names.append((i, name))
-            parent = data.get("parent")
-            if parent is not None:
-                parent = self.name(path + ".parent", parent)
-            weight = self.weight(path + ".fair_sharing_weight", data.get("fair_sharing_weight"))
-            if name:
-                out.append(Cohort(name, parent, weight))
-        self.duplicates("gpuaas_cohorts", names, "cohort")
-        known = {c.name for c in out}
-        index = {c.name: i for i, c in reversed(list(enumerate(out)))}
-        for i, cohort in enumerate(out):
-            if cohort.parent and cohort.parent not in known:
-                self.unknown_ref("gpuaas_cohorts[%d].parent" % index.get(cohort.name, i), cohort.parent, known, "parent cohort")
-        # Cycles: follow parents; report each cycle once.
-        parents = {c.name: c.parent for c in out}
-        reported: t.Set[str] = set()
-        for cohort in out:
-            chain = [cohort.name]
-            current = parents.get(cohort.name)
-            while current and current in parents:
-                if current in chain:
-                    cycle = chain[chain.index(current):] + [current]
-                    key = "->".join(sorted(set(cycle)))
-                    if key not in reported:
-                        reported.add(key)
-                        self.err("gpuaas_cohorts[%d].parent" % index[cohort.name],
-                                 "cohort cycle %s; a cohort tree must end at a root without parent" % " -> ".join(cycle))
-                    break
-                chain.append(current)
-                current = parents.get(current)
-        return out
-
-    def priorities(self, value: t.Any) -> t.List[Priority]:
-        out: t.List[Priority] = []
-        names = []
-        for i, item in enumerate(self.sequence("gpuaas_priorities", value)):
-            path = "gpuaas_priorities[%d]" % i
-            data = self.mapping(path, item, PRIORITY_KEYS)
-            if data is None:
-                continue
-            name = self.name(path + ".name", data.get("name"))
-            names.append((i, name))
-            prio = self.integer(path + ".value", data.get("value"), -2147483648, 1000000000)
-            description = data.get("description")
-            if description is not None and (not isinstance(description, str) or len(description) > 2048):
-                self.err(path + ".description", "must be a string of at most 2048 characters")
-                description = None
-            if name and prio is not None:
-                out.append(Priority(name, prio, description))
-        self.duplicates("gpuaas_priorities", names, "priority")
-        return out
-
-    def prometheus(self, value: t.Any) -> PrometheusSettings:
-        data = self.mapping("gpuaas_prometheus", value, PROMETHEUS_KEYS)
-        if not data:
-            return PrometheusSettings()
-        url = data.get("url")
-        if url is not None and (not isinstance(url, str) or not re.match(r"^https?://", url)):
-            self.err("gpuaas_prometheus.url", "%r is not an http(s) URL" % (url,))
-        sources = [k for k in ("token", "token_file", "token_secret") if data.get(k)]
-        if len(sources) > 1:
-            self.err("gpuaas_prometheus", "set only one of token, token_file, token_secret (got %s)" % ", ".join(sources))
-        secret = None
-        if data.get("token_secret") is not None:
-            sdata = self.mapping("gpuaas_prometheus.token_secret", data.get("token_secret"), TOKEN_SECRET_KEYS)
-            if sdata is not None:
-                name = self.name("gpuaas_prometheus.token_secret.name", sdata.get("name"))
-                ns = self.label_name("gpuaas_prometheus.token_secret.namespace", sdata.get("namespace"))
-                if name and ns:
-                    secret = {"name": name, "namespace": ns, "key": str(sdata.get("key") or "token")}
-        timeout = data.get("timeout")
-        if timeout is not None:
-            timeout = self.integer("gpuaas_prometheus.timeout", timeout, 1)
-        return PrometheusSettings(url=url, token=data.get("token"), token_file=data.get("token_file"),
-                                  token_secret=secret, ca_file=data.get("ca_file"),
-                                  validate_certs=bool(data.get("validate_certs", True)), timeout=timeout)
 
     def tenants(self, value: t.Any, model: TenantModel) -> t.List[Tenant]:
         out: t.List[Tenant] = []
@@ -426,7 +295,7 @@ class _Parser(Validator):
                     if res not in resources:
                         self.err("%s.%s.%s" % (path, label, res), "resource %r has no nominal quota in resources" % res)
             for res, limit in lending.items():
-                if res in resources and parse_quantity(limit) > parse_quantity(resources[res]):
+                if res in resources and lends_above_nominal(limit, resources[res]):
                     self.err("%s.lending_limit.%s" % (path, res),
                              "lending limit %s is above the nominal quota %s" % (limit, resources[res]))
             out.append(Quota(str(flavor), resources, borrowing, lending))
