@@ -15,21 +15,22 @@ No I/O: the node capacity used for the over-commit check is passed in (``nodes``
 
 from __future__ import annotations
 
-import re
 import typing as t
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.autoscaling import (  # noqa: F401 - re-exported
+    AUTOSCALING_KEYS,
+    IDLE_KEYS,
+    INFERENCE_SERVICE_SUFFIX,
+    LOAD_KEYS,
+    NOT_SCALABLE_KINDS,
+    SCALE_TARGET_KINDS,
+    TARGET_KEYS,
+    parse_autoscaling,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.cohorts import COHORT_KEYS, parse_cohorts  # noqa: F401
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.flavors import FLAVOR_KEYS, parse_flavors  # noqa: F401
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import (
-    BORROW_POLICIES,
-    QUEUEING_STRATEGIES,
-    RECLAIM_POLICIES,
-    WITHIN_CQ_POLICIES,
-)
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_rules import lends_above_nominal
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import QUALIFIED_NAME
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.priorities import PRIORITY_KEYS, parse_priorities  # noqa: F401
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.prometheus import (  # noqa: F401 - re-exported
     PROMETHEUS_KEYS,
@@ -39,7 +40,11 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.promethe
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import (
     is_accelerator,
     parse_quantity,
-    quantity_text,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quotas import (  # noqa: F401 - re-exported
+    BORROW_KEYS,
+    PREEMPTION_KEYS,
+    QUOTA_KEYS,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import (  # noqa: F401 - re-exported
     Access,
@@ -54,47 +59,19 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records 
     Quota,
     Tenant,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.tenants import (  # noqa: F401 - re-exported
+    ACCESS_KEYS,
+    QUEUE_KEYS,
+    SYSTEM_NAMESPACE_PREFIXES,
+    SYSTEM_NAMESPACES,
+    TENANT_KEYS,
+    parse_tenants,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import (  # noqa: F401 - re-exported
     InventoryError,
     Validator,
 )
 
-# Namespaces a tenant can never claim.
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "kueue-system", "keda",
-                     "gpu-operator", "nvidia-gpu-operator", "openshift", "monitoring")
-SYSTEM_NAMESPACE_PREFIXES = ("kube-", "openshift-")
-
-# Kinds KEDA can scale (they have /scale) whose pod names the idle trigger knows how to match.
-SCALE_TARGET_KINDS = {
-    "Deployment": "apps/v1",
-    "StatefulSet": "apps/v1",
-    "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1",
-}
-# InferenceService has no /scale: its predictor Deployment (KServe raw deployment mode) is scaled instead.
-INFERENCE_SERVICE_SUFFIX = "-predictor"
-# Kinds without /scale that users try to autoscale, and what to do instead (docs/autoscaling.md).
-NOT_SCALABLE_KINDS = {
-    "RayCluster": "has no /scale subresource; use Ray's in-tree autoscaler (enableInTreeAutoscaling) with Kueue's "
-                  "elastic jobs (annotation kueue.x-k8s.io/elastic-job: \"true\"), see docs/autoscaling.md",
-    "RayJob": "has no /scale subresource; its RayCluster scales with Ray's in-tree autoscaler, see docs/autoscaling.md",
-    "RayService": "has no /scale subresource; use Ray Serve autoscaling, see docs/autoscaling.md",
-    "Workload": "is Kueue's bookkeeping object, not a workload; scale the Deployment or StatefulSet that owns it",
-    "Job": "runs to completion; Kueue queues Jobs, KEDA ScaledJobs (not ScaledObjects) create them",
-}
-
-TENANT_KEYS = ("name", "namespaces", "cohort", "fair_sharing_weight", "quotas", "preemption", "access",
-               "autoscaling", "queues", "state", "queueing_strategy", "labels", "default_priority", "default_queue",
-               "allowed_priorities")
-QUOTA_KEYS = ("flavor", "resources", "borrowing_limit", "lending_limit")
-PREEMPTION_KEYS = ("reclaim_within_cohort", "within_cluster_queue", "borrow_within_cohort")
-BORROW_KEYS = ("policy", "max_priority_threshold")
-ACCESS_KEYS = ("admins", "users")
-QUEUE_KEYS = ("name", "namespaces")
-AUTOSCALING_KEYS = ("name", "namespace", "target", "min_replicas", "max_replicas", "idle_scale_to_zero",
-                    "load", "polling_interval", "cooldown_period", "triggers")
-TARGET_KEYS = ("kind", "name", "api_version")
-IDLE_KEYS = ("after_minutes", "after_seconds", "utilization_threshold", "wake_query", "wake_threshold", "pod_regex")
-LOAD_KEYS = ("query", "target_per_replica", "activation_threshold")
 # -- gpuaas_node_pools (issue 13): GPU node pools grown and shrunk from Kueue's reserved quota ----------
 NODE_POOL_KEYS = ("name", "flavor", "target", "min_nodes", "max_nodes", "gpus_per_node", "gpu_resource",
                   "node_labels", "provisioning_seconds", "idle_seconds", "polling_interval", "include_pending")
@@ -175,361 +152,15 @@ class _Parser(Validator):
         model.cohorts = parse_cohorts(self, inv.get("gpuaas_cohorts"))
         model.priorities = parse_priorities(self, inv.get("gpuaas_priorities"))
         model.prometheus = parse_prometheus(self, inv.get("gpuaas_prometheus"))
-        model.tenants = self.tenants(inv.get("gpuaas_tenants"), model)
+        model.tenants = parse_tenants(self, inv.get("gpuaas_tenants"), {f.name for f in model.flavors},
+                                      {c.name for c in model.cohorts}, {p.name for p in model.priorities},
+                                      model.prometheus.url)
         self.idle_reclaim(model)
         model.node_pools = self.node_pools(inv.get("gpuaas_node_pools"), model)
         if nodes is not None:
             self.capacity(model, nodes)
         model.warnings = self.warnings
         return model
-
-    def tenants(self, value: t.Any, model: TenantModel) -> t.List[Tenant]:
-        out: t.List[Tenant] = []
-        names = []
-        flavors = {f.name for f in model.flavors}
-        cohorts = {c.name for c in model.cohorts}
-        priorities = {p.name for p in model.priorities}
-        claimed: t.Dict[str, str] = {}
-        for i, item in enumerate(self.sequence("gpuaas_tenants", value)):
-            path = "gpuaas_tenants[%d]" % i
-            data = self.mapping(path, item, TENANT_KEYS)
-            if data is None:
-                continue
-            name = self.label_name(path + ".name", data.get("name"))
-            names.append((i, name))
-            state = data.get("state", "present") or "present"
-            if state not in ("present", "absent"):
-                self.err(path + ".state", "%r is not one of present, absent" % (state,))
-                state = "present"
-            namespaces: t.List[str] = []
-            raw_ns = self.sequence(path + ".namespaces", data.get("namespaces"))
-            if not raw_ns and state == "present":
-                self.err(path + ".namespaces", "a tenant needs at least one namespace")
-            for j, ns in enumerate(raw_ns):
-                npath = "%s.namespaces[%d]" % (path, j)
-                ns = self.label_name(npath, ns)
-                if ns is None:
-                    continue
-                if ns in SYSTEM_NAMESPACES or ns.startswith(SYSTEM_NAMESPACE_PREFIXES):
-                    self.err(npath, "%r is a system namespace; tenants need their own namespaces" % ns)
-                    continue
-                if ns in namespaces:
-                    self.err(npath, "namespace %r is listed twice" % ns)
-                    continue
-                if ns in claimed:
-                    self.err(npath, "namespace %r is already claimed by %s" % (ns, claimed[ns]))
-                    continue
-                claimed[ns] = "%s (%s)" % (path, name)
-                namespaces.append(ns)
-            tenant = Tenant(name=name or "", namespaces=namespaces, state=state)
-            cohort = data.get("cohort")
-            if cohort is not None:
-                cohort = self.name(path + ".cohort", cohort)
-                if cohort and cohort not in cohorts:
-                    self.unknown_ref(path + ".cohort", cohort, cohorts, "cohort")
-            tenant.cohort = cohort
-            tenant.fair_sharing_weight = self.weight(path + ".fair_sharing_weight", data.get("fair_sharing_weight"))
-            tenant.queueing_strategy = self.enum(path + ".queueing_strategy", data.get("queueing_strategy"), QUEUEING_STRATEGIES)
-            tenant.labels = self.string_map(path + ".labels", data.get("labels"), "label")
-            if data.get("default_priority") is not None:
-                self.err(path + ".default_priority",
-                         "was removed: Kueue has no per-tenant default priority (only the cluster-wide "
-                         "WorkloadPriorityClass named 'default' behind its alpha gate WorkloadPriorityClassDefaulting), "
-                         "so this key never took effect; delete it and set the label kueue.x-k8s.io/priority-class "
-                         "on the workload (allowed_priorities limits which classes a tenant may use)")
-            allowed = data.get("allowed_priorities")
-            if allowed is not None:
-                tenant.allowed_priorities = []
-                for k, prio in enumerate(self.sequence(path + ".allowed_priorities", allowed)):
-                    if prio not in priorities:
-                        self.unknown_ref("%s.allowed_priorities[%d]" % (path, k), str(prio), priorities, "priority")
-                    elif prio not in tenant.allowed_priorities:
-                        tenant.allowed_priorities.append(prio)
-            tenant.quotas = self.quotas(path, data.get("quotas"), flavors, cohort, state)
-            tenant.preemption = self.preemption(path + ".preemption", data.get("preemption"))
-            tenant.access = self.access(path + ".access", data.get("access"))
-            tenant.queues = self.queues(path + ".queues", data.get("queues"), namespaces)
-            default_queue = data.get("default_queue", True)
-            if not isinstance(default_queue, bool):
-                self.err(path + ".default_queue", "must be true or false, got %r" % (default_queue,))
-                default_queue = True
-            tenant.default_queue = default_queue
-            if not default_queue and state == "present":
-                for ns in namespaces:
-                    if tenant.suggested_queue(ns) is None:
-                        self.err(path + ".queues", "namespace %r has no LocalQueue: with default_queue: false, list it in "
-                                                   "a queue's namespaces" % ns)
-            tenant.autoscaling = self.autoscaling(path + ".autoscaling", data.get("autoscaling"), namespaces, model)
-            if name:
-                out.append(tenant)
-        self.duplicates("gpuaas_tenants", names, "tenant")
-        return out
-
-    def quotas(self, tpath: str, value: t.Any, flavors: t.Set[str], cohort: t.Optional[str], state: str) -> t.List[Quota]:
-        out: t.List[Quota] = []
-        seen: t.Dict[str, int] = {}
-        for k, item in enumerate(self.sequence(tpath + ".quotas", value)):
-            path = "%s.quotas[%d]" % (tpath, k)
-            data = self.mapping(path, item, QUOTA_KEYS)
-            if data is None:
-                continue
-            flavor = data.get("flavor")
-            if not flavor:
-                self.err(path + ".flavor", "is required")
-                continue
-            if flavor not in flavors:
-                self.unknown_ref(path + ".flavor", str(flavor), flavors, "flavor")
-            if flavor in seen:
-                self.err(path + ".flavor", "flavor %r is listed twice (also quotas[%d]); merge the resources" % (flavor, seen[flavor]))
-                continue
-            seen[flavor] = k
-            resources = self.resource_map(path + ".resources", data.get("resources"))
-            if data.get("resources") is None:
-                self.err(path + ".resources", "is required (e.g. {nvidia.com/gpu: 8, cpu: 96, memory: 1Ti})")
-            borrowing = self.resource_map(path + ".borrowing_limit", data.get("borrowing_limit"))
-            lending = self.resource_map(path + ".lending_limit", data.get("lending_limit"))
-            for label, limits in (("borrowing_limit", borrowing), ("lending_limit", lending)):
-                if limits and not cohort:
-                    self.err("%s.%s" % (path, label), "%s needs the tenant to be in a cohort (set gpuaas_tenants[].cohort)" % label)
-                for res in limits:
-                    if res not in resources:
-                        self.err("%s.%s.%s" % (path, label, res), "resource %r has no nominal quota in resources" % res)
-            for res, limit in lending.items():
-                if res in resources and lends_above_nominal(limit, resources[res]):
-                    self.err("%s.lending_limit.%s" % (path, res),
-                             "lending limit %s is above the nominal quota %s" % (limit, resources[res]))
-            out.append(Quota(str(flavor), resources, borrowing, lending))
-        return out
-
-    def resource_map(self, path: str, value: t.Any) -> t.Dict[str, str]:
-        data = self.mapping(path, value)
-        out: t.Dict[str, str] = {}
-        for res, amount in (data or {}).items():
-            rpath = "%s.%s" % (path, res)
-            if not isinstance(res, str) or not QUALIFIED_NAME.match(res):
-                self.err(rpath, "%r is not a Kubernetes resource name (e.g. nvidia.com/gpu, cpu, memory)" % (res,))
-                continue
-            try:
-                number = parse_quantity(amount)
-            except ValueError as exc:
-                self.err(rpath, str(exc))
-                continue
-            if number < 0:
-                self.err(rpath, "must not be negative, got %s" % amount)
-                continue
-            out[res] = quantity_text(amount)
-        return out
-
-    def preemption(self, path: str, value: t.Any) -> Preemption:
-        data = self.mapping(path, value, PREEMPTION_KEYS)
-        if not data:
-            return Preemption()
-        out = Preemption(
-            reclaim_within_cohort=self.enum(path + ".reclaim_within_cohort", data.get("reclaim_within_cohort"), RECLAIM_POLICIES),
-            within_cluster_queue=self.enum(path + ".within_cluster_queue", data.get("within_cluster_queue"), WITHIN_CQ_POLICIES),
-        )
-        borrow = self.mapping(path + ".borrow_within_cohort", data.get("borrow_within_cohort"), BORROW_KEYS)
-        if borrow:
-            out.borrow_policy = self.enum(path + ".borrow_within_cohort.policy", borrow.get("policy"), BORROW_POLICIES)
-            if borrow.get("max_priority_threshold") is not None:
-                out.borrow_max_priority_threshold = self.integer(path + ".borrow_within_cohort.max_priority_threshold",
-                                                                 borrow.get("max_priority_threshold"))
-            if out.reclaim_within_cohort in (None, "Never") and out.borrow_policy not in (None, "Never"):
-                self.err(path + ".borrow_within_cohort.policy",
-                         "needs reclaim_within_cohort LowerPriority or Any (Kueue refuses reclaimWithinCohort=Never with borrowWithinCohort)")
-        return out
-
-    def access(self, path: str, value: t.Any) -> Access:
-        data = self.mapping(path, value, ACCESS_KEYS)
-        out = Access()
-        if not data:
-            return out
-        for role in ACCESS_KEYS:
-            for j, subject in enumerate(self.sequence("%s.%s" % (path, role), data.get(role))):
-                spath = "%s.%s[%d]" % (path, role, j)
-                if not isinstance(subject, str) or not subject.strip():
-                    self.err(spath, "must be a group name (or 'user:<name>' for a single user)")
-                    continue
-                if subject.startswith("user:"):
-                    target = out.admin_users if role == "admins" else out.user_users
-                    target.append(subject[5:])
-                else:
-                    target = out.admin_groups if role == "admins" else out.user_groups
-                    target.append(subject[6:] if subject.startswith("group:") else subject)
-        return out
-
-    def queues(self, path: str, value: t.Any, namespaces: t.List[str]) -> t.List[ExtraQueue]:
-        out: t.List[ExtraQueue] = []
-        names = []
-        for j, item in enumerate(self.sequence(path, value)):
-            qpath = "%s[%d]" % (path, j)
-            if isinstance(item, str):
-                item = {"name": item}
-            data = self.mapping(qpath, item, QUEUE_KEYS)
-            if data is None:
-                continue
-            name = self.name(qpath + ".name", data.get("name"))
-            names.append((j, name))
-            if name == "default":
-                self.err(qpath + ".name", "'default' is created in every namespace already; pick another name")
-                continue
-            qns = []
-            for k, ns in enumerate(self.sequence(qpath + ".namespaces", data.get("namespaces"))):
-                if ns not in namespaces:
-                    self.unknown_ref("%s.namespaces[%d]" % (qpath, k), str(ns), namespaces, "tenant namespace")
-                else:
-                    qns.append(ns)
-            if name:
-                out.append(ExtraQueue(name, qns if data.get("namespaces") else list(namespaces)))
-        self.duplicates(path, names, "queue")
-        return out
-
-    def autoscaling(self, path: str, value: t.Any, namespaces: t.List[str], model: TenantModel) -> t.List[Autoscaling]:
-        out: t.List[Autoscaling] = []
-        seen: t.Dict[t.Tuple[str, str], int] = {}
-        for j, item in enumerate(self.sequence(path, value)):
-            apath = "%s[%d]" % (path, j)
-            data = self.mapping(apath, item, AUTOSCALING_KEYS)
-            if data is None:
-                continue
-            name = self.name(apath + ".name", data.get("name"))
-            namespace = data.get("namespace")
-            if namespace is None and len(namespaces) == 1:
-                namespace = namespaces[0]
-            if namespace not in namespaces:
-                self.unknown_ref(apath + ".namespace", str(namespace), namespaces, "tenant namespace")
-                namespace = None
-            target = self.mapping(apath + ".target", data.get("target"), TARGET_KEYS) or {}
-            kind = target.get("kind", "Deployment")
-            target_name = self.name(apath + ".target.name", target.get("name"))
-            source_kind = None
-            api_version = target.get("api_version")
-            if kind in NOT_SCALABLE_KINDS:
-                self.err(apath + ".target.kind", "KEDA cannot scale a %s: it %s" % (kind, NOT_SCALABLE_KINDS[kind]))
-            elif kind == "InferenceService":
-                # KServe InferenceService has no /scale: scale its predictor Deployment (raw deployment mode).
-                source_kind, kind, api_version = "InferenceService", "Deployment", "apps/v1"
-                target_name = (target_name + INFERENCE_SERVICE_SUFFIX) if target_name else target_name
-            api_version = api_version or SCALE_TARGET_KINDS.get(kind)
-            if not api_version and kind not in NOT_SCALABLE_KINDS:
-                self.err(apath + ".target.kind", "%r needs target.api_version (known kinds: %s, InferenceService)"
-                         % (kind, ", ".join(SCALE_TARGET_KINDS)))
-            min_r = self.integer(apath + ".min_replicas", data.get("min_replicas", 0), 0)
-            max_r = self.integer(apath + ".max_replicas", data.get("max_replicas", max(min_r or 0, 1)), 1)
-            if min_r is not None and max_r is not None and min_r > max_r:
-                self.err(apath + ".max_replicas", "must be at least min_replicas (%d)" % min_r)
-            polling = data.get("polling_interval")
-            if polling is not None:
-                polling = self.integer(apath + ".polling_interval", polling, 1)
-            cooldown = data.get("cooldown_period")
-            if cooldown is not None:
-                cooldown = self.integer(apath + ".cooldown_period", cooldown, 0)
-            idle = self.mapping(apath + ".idle_scale_to_zero", data.get("idle_scale_to_zero"), IDLE_KEYS)
-            load = self.mapping(apath + ".load", data.get("load"), LOAD_KEYS)
-            triggers = self.sequence(apath + ".triggers", data.get("triggers"))
-            for k, trig in enumerate(triggers):
-                tdata = self.mapping("%s.triggers[%d]" % (apath, k), trig)
-                if tdata is not None and not tdata.get("type"):
-                    self.err("%s.triggers[%d].type" % (apath, k), "is required (a KEDA scaler type, e.g. prometheus)")
-            auto = Autoscaling(name=name or "", namespace=namespace or "", target_kind=kind,
-                               target_name=target_name or "", target_api_version=api_version or "",
-                               min_replicas=min_r or 0, max_replicas=max_r or 1, polling_interval=polling,
-                               cooldown_period=cooldown, source_kind=source_kind,
-                               triggers=[dict(x) for x in triggers if isinstance(x, t.Mapping)])
-            idle_set = idle is not None and data.get("idle_scale_to_zero") is not None
-            load_set = load is not None and data.get("load") is not None
-            if idle_set:
-                self.idle_settings(apath, idle or {}, auto)
-            if load_set:
-                self.load_settings(apath, load or {}, auto)
-            if (idle_set or load_set) and not model.prometheus.url:
-                self.err(apath + (".idle_scale_to_zero" if idle_set else ".load"),
-                         "reads %s from Prometheus: set gpuaas_prometheus.url in the inventory"
-                         % ("GPU utilization" if idle_set else "its metric"))
-            if not idle_set and not load_set and not auto.triggers:
-                self.err(apath, "needs idle_scale_to_zero, load or triggers")
-            if name and namespace:
-                if (namespace, name) in seen:
-                    self.err(apath + ".name", "duplicate ScaledObject %s/%s" % (namespace, name))
-                seen[(namespace, name)] = j
-                out.append(auto)
-        return out
-
-    def idle_settings(self, apath: str, idle: t.Mapping[str, t.Any], auto: Autoscaling) -> None:
-        """idle_scale_to_zero: window, threshold, pod match and wake signal; checks the target kind allows 0."""
-        ipath = apath + ".idle_scale_to_zero"
-        if idle.get("after_minutes") is not None and idle.get("after_seconds") is not None:
-            self.err(ipath, "set after_minutes or after_seconds, not both")
-        if idle.get("after_seconds") is not None:
-            seconds = self.integer(ipath + ".after_seconds", idle.get("after_seconds"), 10)
-        else:
-            minutes = self.integer(ipath + ".after_minutes", idle.get("after_minutes", 15), 1)
-            seconds = minutes * 60 if minutes is not None else None
-        auto.idle_window_seconds = seconds or 900
-        thr = idle.get("utilization_threshold", 1)
-        try:
-            parse_quantity(thr)
-            auto.idle_utilization_threshold = quantity_text(thr)
-        except ValueError as exc:
-            self.err(ipath + ".utilization_threshold", str(exc))
-        wake = idle.get("wake_query")
-        if wake is not None and (not isinstance(wake, str) or not wake.strip()):
-            self.err(ipath + ".wake_query", "must be a PromQL expression returning one value")
-            wake = None
-        auto.wake_query = wake
-        try:
-            parse_quantity(idle.get("wake_threshold", 0))
-            auto.wake_threshold = quantity_text(idle.get("wake_threshold", 0))
-        except ValueError as exc:
-            self.err(ipath + ".wake_threshold", str(exc))
-        regex = idle.get("pod_regex")
-        if regex is not None:
-            try:
-                if not isinstance(regex, str) or not regex:
-                    raise re.error("empty")
-                re.compile(regex)
-                auto.pod_regex = regex
-            except re.error as exc:
-                self.err(ipath + ".pod_regex", "must be a regular expression matched against whole pod names (%s)" % exc)
-        elif auto.target_kind not in SCALE_TARGET_KINDS:
-            self.err(ipath + ".pod_regex", "is required for a %s target: the idle trigger must know the names of the "
-                                           "target's own pods (e.g. '%s-[0-9]+')" % (auto.target_kind, auto.target_name or "name"))
-        elif auto.target_kind == "Deployment" and len(auto.target_name) > 46:
-            self.warnings.append("%s.target.name: pod names of a Deployment named longer than 46 characters are "
-                                 "truncated, so the idle trigger may miss its pods; set idle_scale_to_zero.pod_regex"
-                                 % apath)
-        if auto.min_replicas != 0:
-            self.err(apath + ".min_replicas", "must be 0 with idle_scale_to_zero")
-        if not wake and not auto.triggers:
-            self.warnings.append(
-                "%s.idle_scale_to_zero: without wake_query (or load.query) nothing brings %s %s back from zero; set "
-                "wake_query to a request-rate or queue-depth PromQL, or scale it up by hand"
-                % (apath, auto.target_kind, auto.target_name))
-
-    def load_settings(self, apath: str, load: t.Mapping[str, t.Any], auto: Autoscaling) -> None:
-        """load: scale between 1 and max_replicas on a metric (AverageValue: one replica per target_per_replica)."""
-        lpath = apath + ".load"
-        query = load.get("query") or auto.wake_query
-        if not query or not isinstance(query, str):
-            self.err(lpath + ".query", "is required (or set idle_scale_to_zero.wake_query, which load then uses)")
-        auto.load_query = query if isinstance(query, str) else None
-        if load.get("target_per_replica") is None:
-            self.err(lpath + ".target_per_replica", "is required: the value of the query one replica handles")
-        for key in ("target_per_replica", "activation_threshold"):
-            if load.get(key) is None:
-                continue
-            try:
-                number = parse_quantity(load[key])
-            except ValueError as exc:
-                self.err("%s.%s" % (lpath, key), str(exc))
-                continue
-            if key == "target_per_replica" and number <= 0:
-                self.err(lpath + ".target_per_replica", "must be above 0, got %s" % load[key])
-                continue
-            setattr(auto, "load_target" if key == "target_per_replica" else "load_activation", quantity_text(load[key]))
-        if auto.target_kind == "StatefulSet":
-            self.err(lpath, "a StatefulSet under Kueue scales only between 0 and N (Kueue refuses other replica changes); "
-                            "use idle_scale_to_zero with max_replicas: N and no load")
 
     def idle_reclaim(self, model: TenantModel) -> None:
         """Warn when a tenant that scales to zero when idle could not take its GPUs back from borrowers.
@@ -704,22 +335,6 @@ def _fmt(value: Decimal) -> str:
     if value == value.to_integral_value():
         return str(int(value))
     return str(value.normalize())
-
-
-def parse_autoscaling(entry: t.Mapping[str, t.Any], namespace: str,
-                      prometheus_url: t.Optional[str]) -> t.Tuple[Autoscaling, t.List[str]]:
-    """One ``autoscaling`` entry outside a tenant (the ``scaled_object`` module): ``(Autoscaling, warnings)``;
-    raises ``InventoryError`` listing every problem, with paths under ``options``."""
-    parser = _Parser()
-    model = TenantModel(prometheus=PrometheusSettings(url=prometheus_url))
-    autos = parser.autoscaling("options", [dict(entry, namespace=namespace)], [namespace], model)
-    if parser.errors or not autos:
-        raise InventoryError("The autoscaling options have %d problem%s; nothing was changed."
-                             % (len(parser.errors), "" if len(parser.errors) == 1 else "s"),
-                             hint="Fix every listed option (see ansible-doc gpuaas.platform.scaled_object and docs/autoscaling.md).",
-                             problems=[e.replace("options[0].", "").replace("gpuaas_prometheus.url in the inventory", "prometheus_url")
-                                       for e in parser.errors])
-    return autos[0], [w.replace("options[0].", "") for w in parser.warnings]
 
 
 # -- the part of the contract observers read (validate, monitoring rules) ---------------------------------
