@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""A check across sections (flavors, tenants, node pools) and the nodes: do the nominal GPU quotas fit the cluster?
+
+No I/O: the nodes are passed in, as ``{"name", "labels", "allocatable"}`` dicts read by the caller.
+"""
+
+from __future__ import annotations
+
+import typing as t
+from decimal import Decimal
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import is_accelerator, parse_quantity
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import Flavor, NodePool, Tenant
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import Validator
+
+
+def flavor_capacity(flavor: Flavor, nodes: t.Sequence[t.Mapping[str, t.Any]]) -> t.Dict[str, Decimal]:
+    """Sum the allocatable accelerator resources of the nodes whose labels match the flavor's node_labels."""
+    totals: t.Dict[str, Decimal] = {}
+    for node in nodes:
+        labels = node.get("labels") or {}
+        if any(labels.get(k) != v for k, v in flavor.node_labels.items()):
+            continue
+        for resource, amount in (node.get("allocatable") or {}).items():
+            if not is_accelerator(resource):
+                continue
+            try:
+                totals[resource] = totals.get(resource, Decimal(0)) + parse_quantity(amount)
+            except ValueError:
+                continue
+    return totals
+
+
+def check_capacity(check: Validator, flavors: t.Sequence[Flavor], tenants: t.Sequence[Tenant],
+                   node_pools: t.Sequence[NodePool], nodes: t.Sequence[t.Mapping[str, t.Any]],
+                   allow_overcommit: bool) -> t.Dict[str, t.Dict[str, str]]:
+    """The sum of nominal accelerator quotas per flavor must fit the matching nodes' allocatable (a warning with
+    ``allow_overcommit``). Returns the capacity found, ``{flavor: {resource: amount}}``, for every flavor asked for."""
+    by_flavor = {f.name: f for f in flavors}
+    wanted: t.Dict[t.Tuple[str, str], Decimal] = {}
+    where: t.Dict[t.Tuple[str, str], t.List[str]] = {}
+    for tenant in tenants:
+        if not tenant.present:
+            continue
+        for quota in tenant.quotas:
+            for res, amount in quota.resources.items():
+                if not is_accelerator(res) or quota.flavor not in by_flavor:
+                    continue
+                key = (quota.flavor, res)
+                wanted[key] = wanted.get(key, Decimal(0)) + parse_quantity(amount)
+                where.setdefault(key, []).append("%s=%s" % (tenant.name, amount))
+    caps: t.Dict[str, t.Dict[str, Decimal]] = {}
+    for (flavor, res), amount in sorted(wanted.items()):
+        if flavor not in caps:
+            caps[flavor] = flavor_capacity(by_flavor[flavor], nodes)
+            _add_pool_capacity(caps[flavor], flavor, node_pools)
+        have = caps[flavor].get(res, Decimal(0))
+        if amount > have:
+            index = [f.name for f in flavors].index(flavor)
+            message = ("quotas ask for %s %s on flavor %r (%s) but the matching nodes offer %s" %
+                       (_amount_text(amount), res, flavor, ", ".join(where[(flavor, res)]), _amount_text(have)))
+            if allow_overcommit:
+                check.warn("gpuaas_flavors[%d]: %s (allowed by gpuaas_allow_overcommit)" % (index, message))
+            else:
+                check.err("gpuaas_flavors[%d]" % index,
+                          message + "; lower the quotas, add nodes, check the flavor's node_labels, or set gpuaas_allow_overcommit: true")
+    return {f: {r: _amount_text(v) for r, v in res.items()} for f, res in caps.items()}
+
+
+def _add_pool_capacity(caps: t.Dict[str, Decimal], flavor: str, pools: t.Sequence[NodePool]) -> None:
+    """A flavor fed by node pools offers (at least) each pool's max_nodes x gpus_per_node.
+
+    The pools' live nodes also match the flavor, so they are not added on top: the capacity is the larger of
+    the live nodes and the pools' maximum (nodes outside any pool that match the flavor count only when
+    they exceed the pools' maximum)."""
+    for res in {p.gpu_resource for p in pools if p.flavor == flavor}:
+        most = sum(Decimal(p.max_nodes * p.gpus_per_node) for p in pools if p.flavor == flavor and p.gpu_resource == res)
+        caps[res] = max(caps.get(res, Decimal(0)), most)
+
+
+def _amount_text(value: Decimal) -> str:
+    """A summed amount as the report shows it: whole numbers without a fraction."""
+    if value == value.to_integral_value():
+        return str(int(value))
+    return str(value.normalize())

@@ -1,0 +1,163 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The typed records of the inventory sections, as the section parsers return them after validation.
+
+Builders and reconcilers read these; none of them validates again. ``TenantModel`` (``model.py``) holds them all.
+"""
+
+from __future__ import annotations
+
+import typing as t
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Flavor:
+    name: str
+    node_labels: t.Dict[str, str] = field(default_factory=dict)
+    node_taints: t.List[t.Dict[str, t.Any]] = field(default_factory=list)
+    tolerations: t.List[t.Dict[str, t.Any]] = field(default_factory=list)
+    topology_name: t.Optional[str] = None
+
+
+@dataclass
+class Cohort:
+    name: str
+    parent: t.Optional[str] = None
+    fair_sharing_weight: t.Optional[str] = None
+
+
+@dataclass
+class Priority:
+    name: str
+    value: int
+    description: t.Optional[str] = None
+
+
+@dataclass
+class Quota:
+    flavor: str
+    resources: t.Dict[str, str]
+    borrowing_limit: t.Dict[str, str] = field(default_factory=dict)
+    lending_limit: t.Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Preemption:
+    reclaim_within_cohort: t.Optional[str] = None
+    within_cluster_queue: t.Optional[str] = None
+    borrow_policy: t.Optional[str] = None
+    borrow_max_priority_threshold: t.Optional[int] = None
+
+
+@dataclass
+class Access:
+    admin_groups: t.List[str] = field(default_factory=list)
+    admin_users: t.List[str] = field(default_factory=list)
+    user_groups: t.List[str] = field(default_factory=list)
+    user_users: t.List[str] = field(default_factory=list)
+
+
+@dataclass
+class ExtraQueue:
+    name: str
+    namespaces: t.List[str]
+
+
+@dataclass
+class Autoscaling:
+    name: str
+    namespace: str
+    target_kind: str
+    target_name: str
+    target_api_version: str
+    min_replicas: int = 0
+    max_replicas: int = 1
+    polling_interval: t.Optional[int] = None
+    cooldown_period: t.Optional[int] = None
+    # idle scale-to-zero: the window (seconds) over which every GPU of the target's pods stayed at or below
+    # the utilization threshold; None = no idle trigger
+    idle_window_seconds: t.Optional[int] = None
+    idle_utilization_threshold: str = "1"
+    pod_regex: t.Optional[str] = None
+    wake_query: t.Optional[str] = None
+    wake_threshold: str = "0"
+    # load-based scaling 1..max (KEDA metricType AverageValue: replicas = ceil(value / target_per_replica))
+    load_query: t.Optional[str] = None
+    load_target: t.Optional[str] = None
+    load_activation: t.Optional[str] = None
+    source_kind: t.Optional[str] = None  # the kind the user named when it differs (InferenceService)
+    triggers: t.List[t.Dict[str, t.Any]] = field(default_factory=list)
+
+    @property
+    def idle_after_minutes(self) -> t.Optional[int]:
+        """The idle window in whole minutes (rounded up); kept for callers of the minutes-only model."""
+        if self.idle_window_seconds is None:
+            return None
+        return -(-self.idle_window_seconds // 60)
+
+
+@dataclass
+class Tenant:
+    name: str
+    namespaces: t.List[str]
+    state: str = "present"
+    cohort: t.Optional[str] = None
+    fair_sharing_weight: t.Optional[str] = None
+    quotas: t.List[Quota] = field(default_factory=list)
+    preemption: Preemption = field(default_factory=Preemption)
+    access: Access = field(default_factory=Access)
+    autoscaling: t.List[Autoscaling] = field(default_factory=list)
+    queues: t.List[ExtraQueue] = field(default_factory=list)
+    queueing_strategy: t.Optional[str] = None
+    labels: t.Dict[str, str] = field(default_factory=dict)
+    default_queue: bool = True
+    # WorkloadPriorityClass names the tenant may use (Kueue label and pod priorityClassName); None = every
+    # class of gpuaas_priorities (issue 11)
+    allowed_priorities: t.Optional[t.List[str]] = None
+
+    @property
+    def present(self) -> bool:
+        return self.state == "present"
+
+    def suggested_queue(self, namespace: str) -> t.Optional[str]:
+        """The LocalQueue to name in the admission policy's message for ``namespace``."""
+        if self.default_queue:
+            return "default"
+        for queue in self.queues:
+            if namespace in queue.namespaces:
+                return queue.name
+        return None
+
+
+@dataclass
+class NodePool:
+    """One ``gpuaas_node_pools`` entry: a MachineSet/MachineDeployment that feeds ``flavor`` with nodes."""
+    name: str
+    flavor: str
+    target_kind: str
+    target_name: str
+    target_namespace: str
+    target_api_version: str
+    min_nodes: int = 0
+    max_nodes: int = 1
+    gpus_per_node: int = 8
+    gpu_resource: str = "nvidia.com/gpu"
+    node_labels: t.Dict[str, str] = field(default_factory=dict)
+    provisioning_seconds: int = 600
+    idle_seconds: int = 600
+    polling_interval: int = 15
+    include_pending: bool = False
+
+
+@dataclass
+class PrometheusSettings:
+    url: t.Optional[str] = None
+    token: t.Optional[str] = None
+    token_file: t.Optional[str] = None
+    token_secret: t.Optional[t.Dict[str, str]] = None
+    ca_file: t.Optional[str] = None
+    validate_certs: bool = True
+    timeout: t.Optional[int] = None
