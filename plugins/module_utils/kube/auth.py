@@ -57,6 +57,7 @@ _ENV_ALIASES: t.Dict[str, t.Tuple[str, ...]] = {
 KUBECONFIG_SENSITIVE_KEYS = frozenset((
     "token", "password", "secret", "client-key-data", "client-certificate-data", "certificate-authority-data",
     "api_key", "access-token", "refresh-token", "id-token",
+    "client-secret",  # the OIDC auth-provider's client secret (issue 22 item 4)
 ))
 
 

@@ -151,7 +151,6 @@ def test_kubeconfig_credentials_never_reach_the_invocation_log(monkeypatch, name
     assert_not_logged(seen, KUBE_TOKEN, KUBE_KEY_DATA, KUBE_PASSWORD, API_KEY)
 
 
-@pytest.mark.xfail(strict=True, reason="client-secret is not in KUBECONFIG_SENSITIVE_KEYS (kube/client.py, issue 22 item 4)")
 def test_oidc_client_secret_never_reaches_the_invocation_log(monkeypatch):
     user = {"auth-provider": {"name": "oidc", "config": {"client-id": "gpuaas", "client-secret": OIDC_CLIENT_SECRET}}}
     seen = logged_invocation(monkeypatch, "platform_info", {"kubeconfig": kubeconfig(user)})
