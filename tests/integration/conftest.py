@@ -46,6 +46,20 @@ class Lab:
     admin_context: str = "lab-admin"
 
 
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):
+    """Poll ``predicate`` until it returns something truthy (returned) or ``timeout`` seconds pass (AssertionError
+    naming ``what`` and the last value). The one wait helper of the integration suite: ``from conftest import
+    wait_until``."""
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+
+
 def _lab_from_env(lab_dir: Path | None = None) -> Lab:
     lab_dir = lab_dir or Path(os.environ.get("LAB_DIR", REPO / ".lab"))
     env_file = lab_dir / "env"

@@ -29,6 +29,7 @@ import uuid
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
+from conftest import wait_until
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 KEDA = "keda.sh/v1alpha1"
@@ -54,16 +55,6 @@ FLAVOR, COHORT = "as-h100-" + S, "as-co-" + S
 
 
 # -- small helpers -----------------------------------------------------------------------------------
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
 
 
 def res(kube, api_version, kind):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 KUEUE_INSTALL = REPO / "lab" / "components" / "kueue" / "install.yml"
@@ -75,17 +76,6 @@ def as_tenant(lab, obj: dict) -> subprocess.CompletedProcess:
 def get_json(lab, *args: str) -> dict | None:
     out = kubectl(lab, "get", "-o", "json", *args)
     return json.loads(out.stdout) if out.returncode == 0 else None
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
 
 
 def name(prefix: str) -> str:

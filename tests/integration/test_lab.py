@@ -10,6 +10,7 @@ import urllib.request
 import uuid
 
 import pytest
+from conftest import wait_until as _wait_until
 
 PREFIX = "itlab-"
 
@@ -30,14 +31,7 @@ def promql(lab, query: str) -> list[dict]:
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 1.0):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+    return _wait_until(predicate, timeout, what, interval)  # this file polls every 1.0 s
 
 
 @pytest.fixture

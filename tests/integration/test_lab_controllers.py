@@ -17,6 +17,7 @@ import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
+from conftest import wait_until
 
 PREFIX = "itctl-"
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -29,15 +30,6 @@ UTIL_ANNOTATION = "lab.gpuaas.io/gpu-util"
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
 
 
 def res(kube, api_version: str, kind: str):

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client, config
+from conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 S = uuid.uuid4().hex[:5]
@@ -44,17 +45,6 @@ H100 = "NVIDIA-H100-80GB-HBM3"
 MAX_NODES, GPUS = 4, 8
 IDLE, POLLING, JOB_SECONDS = 15, 5, 8
 UP_BOUND, DOWN_BOUND = 60, 90
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
 
 
 class Flavour:

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import wait_until as _wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 TENANTS_PLAYBOOK = REPO / "playbooks" / "tenants.yml"
@@ -86,14 +87,7 @@ def writes(events: list[dict], lease_too: bool = False) -> list[dict]:
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+    return _wait_until(predicate, timeout, what, interval)  # this file polls every 0.2 s
 
 
 def terminating_namespaces(lab) -> list[str]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import wait_until as _wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "playbooks" / "inventory" / "lab"
@@ -36,14 +36,7 @@ def kubectl(lab, *args: str, context: str = "lab-admin", check: bool = False, st
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 1.0):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+    return _wait_until(predicate, timeout, what, interval)  # this file polls every 1.0 s
 
 
 def example_refs() -> tuple[set, set]:

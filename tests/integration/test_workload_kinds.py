@@ -12,11 +12,11 @@ Kubeflow Notebook have no Kueue integration of their own: Kueue manages the Depl
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+from conftest import wait_until
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -24,17 +24,6 @@ S = uuid.uuid4().hex[:5]
 NS = TENANT = "wk-" + S
 FLAVOR = "wk-h100-" + S
 IMAGE = "registry.invalid/lab/worker:1"
-
-
-def wait_until(predicate, timeout, what, interval=0.5):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
 
 
 def gpu_pod(name, gpus):
