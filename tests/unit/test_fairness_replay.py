@@ -72,7 +72,10 @@ def test_binds_and_every_eviction_are_kept():
     trace = {"jobs": [{"id": j, "tenant": "t", "pool": "gpu", "size": 1, "submit": 0, "duration": 10}
                       for j in ("x", "y")]}
     meta = {"t0_ms": T0, "scale": 2.0, "ended_ms": T0 + 40_000, "created": {"x": T0, "y": T0}}
-    bound = lambda ms, job, pod: {"kind": "bound", "job": "fs-" + job, "ms": T0 + ms, "pod": pod, "node": "n0"}  # noqa: E731
+
+    def bound(ms, job, pod):
+        return {"kind": "bound", "job": "fs-" + job, "ms": T0 + ms, "pod": pod, "node": "n0"}
+
     events = [
         wl(2_000, "x", "QuotaReserved", "True"), bound(3_000, "x", "x-1"), wl(4_000, "x", "Evicted", "True"),
         wl(5_000, "x", "Evicted", "True"), wl(6_000, "x", "QuotaReserved", "False"),
