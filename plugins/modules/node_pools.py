@@ -278,11 +278,14 @@ class NodePoolsReconciler:
             ca_data = _read_file(prom.ca_file, "ca_file")
         labels = add_ownership({}, component=builders.COMPONENT_VALUE)
         platform = "openshift" if self.client.served("config.openshift.io/v1") else "kubernetes"
-        desired = builders.desired_objects(model, labels, token, ca_data,
-                                           p.get("keda_namespace") or keda.default_namespace(platform))
+        keda_namespace = p.get("keda_namespace") or keda.default_namespace(platform)
+        desired = builders.desired_objects(model, labels, token, ca_data, keda_namespace)
         engine = ApplyEngine(self.client, check_mode=self.check_mode)
         kinds = [(av, kind) for av, kind in MANAGED_KINDS if av == "v1" or self.client.served(av)]
-        scope = PruneScope(kinds, labels={COMPONENT_LABEL: builders.COMPONENT_VALUE}, require_tenant_label=False)
+        # The pools' Prometheus Secret lives in the KEDA namespace only: read there, never cluster-wide (see
+        # TenantsScope in the tenants module); ScaledObjects are found wherever the pools' targets were.
+        scope = PruneScope(kinds, labels={COMPONENT_LABEL: builders.COMPONENT_VALUE}, require_tenant_label=False,
+                           kind_namespaces={"Secret": [keda_namespace]})
         result = engine.reconcile(desired, prune=scope if p.get("prune") else None)
         out = result.to_module_result(diff=self.diff)
         out["drift"] = [] if p.get("prune") else self.kept_objects(scope, desired)
@@ -305,7 +308,8 @@ class NodePoolsReconciler:
         """Owned pool objects that prune would delete, listed (and warned about) instead of deleted."""
         wanted = {ObjectRef.from_object(o).key for o in desired}
         kept = [ObjectRef.from_object(item) for av, kind in scope.kinds
-                for item in self.client.resource(av, kind).list(label_selector=scope.label_selector())
+                for ns in (scope.namespaces_of(kind) if scope.pinned(kind) else [None]) or []
+                for item in self.client.resource(av, kind).list(namespace=ns, label_selector=scope.label_selector())
                 if ObjectRef.from_object(item).key not in wanted]
         kept.sort(key=lambda r: r.key)
         if kept:

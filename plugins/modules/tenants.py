@@ -391,13 +391,24 @@ SHARED_KINDS = ("ResourceFlavor", "Cohort", "WorkloadPriorityClass", "Validating
 
 
 class TenantsScope(PruneScope):
-    """Prune scope: objects of the tenants component, optionally only those of some tenants."""
+    """Prune scope: objects of the tenants component, optionally only those of some tenants.
+
+    Where each namespaced kind is looked for: the one Secret this module writes (gpuaas-prometheus) lives in the
+    KEDA namespace, so Secrets are read there only (``keda_namespace``), never cluster-wide: the shipped
+    least-privilege account may read Secrets only there, and no run should pull every Secret of the cluster to
+    prune one. A Secret left in a former KEDA namespace is then no longer pruned (that account could not delete it
+    there either). LocalQueues, RoleBindings and ScaledObjects stay one label-selected LIST across namespaces: the
+    shipped role may list them cluster-wide (tenant namespace names come from the inventory, they cannot be pinned),
+    one request per kind instead of one per namespace, and a removed tenant's objects are found wherever they are,
+    also in a namespace that lost its tenant label or is no longer listed anywhere.
+    """
 
     def __init__(self, kinds: t.Sequence[t.Tuple[str, str]], tenants: t.Optional[t.Sequence[str]] = None,
-                 declared: t.Optional[t.Iterable[str]] = None) -> None:
+                 declared: t.Optional[t.Iterable[str]] = None, keda_namespace: t.Optional[str] = None) -> None:
         """``declared``: safe mode — only objects of these tenants may be pruned; the others are ``kept``."""
         super().__init__(kinds, labels={COMPONENT_LABEL: builders.COMPONENT_VALUE},
-                         require_tenant_label=False)
+                         require_tenant_label=False,
+                         kind_namespaces={"Secret": [keda_namespace] if keda_namespace else []})
         self.only = set(tenants) if tenants is not None else None
         self.declared = set(declared) if declared is not None else None
         self.kept: t.List[t.Mapping[str, t.Any]] = []
@@ -542,12 +553,15 @@ class TenantsReconciler:
         return {n for n in names if n}
 
     def owned_objects(self, kinds: t.Sequence[t.Tuple[str, str]], scope: "TenantsScope") -> t.List[t.Mapping[str, t.Any]]:
-        """Owned objects of ``kinds`` that ``scope`` would prune or keep (read only)."""
+        """Owned objects of ``kinds`` that ``scope`` would prune or keep (read only; pinned kinds in their namespaces)."""
         out: t.List[t.Mapping[str, t.Any]] = []
         for av, kind in kinds:
-            for obj in _list(self.client, av, kind, OWNED_SELECTOR):
-                if scope.matches(obj):
-                    out.append(obj)
+            where = scope.namespaces_of(kind) if scope.pinned(kind) else [None]
+            for ns in where or []:
+                for obj in _list(self.client, av, kind, OWNED_SELECTOR, namespace=ns):
+                    obj.setdefault("kind", kind)
+                    if scope.matches(obj):
+                        out.append(obj)
         return out + list(scope.kept)
 
     def platform(self) -> str:
@@ -692,7 +706,8 @@ class TenantsReconciler:
                               % self.lock.ref, hint="re-run when the other run has finished")
 
         served_kinds = self.served_kinds(kueue_av, limit)
-        scope = TenantsScope(served_kinds, limit, declared=None if (prune or limit is not None) else declared)
+        scope = TenantsScope(served_kinds, limit, declared=None if (prune or limit is not None) else declared,
+                             keda_namespace=self.keda_namespace(platform))
         result = engine.reconcile(desired, prune=scope)
 
         out = result.to_module_result(diff=self.diff)
@@ -812,7 +827,8 @@ class TenantsReconciler:
     def empty_inventory_result(self, model: TenantModel, kueue_av: str, kueue_version: str, live: t.Set[str],
                                nodes: t.Any) -> t.Dict[str, t.Any]:
         """An empty tenant list against a cluster with tenants, prune off: read only, report, write nothing."""
-        scope = TenantsScope(self.served_kinds(kueue_av, None), None, declared=set())
+        scope = TenantsScope(self.served_kinds(kueue_av, None), None, declared=set(),
+                             keda_namespace=self.keda_namespace(self.platform()))
         objects = self.owned_objects(scope.kinds, scope)
         self.warnings.append(
             "the tenant list is empty but the cluster has %d tenant%s: nothing was written (a forgotten -i or a "

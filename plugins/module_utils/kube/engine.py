@@ -155,22 +155,33 @@ class ApplyEngine:
         return ThreadPoolExecutor(max_workers=self.concurrency)
 
     def _list(self, res: ApiResource, namespaces: t.Optional[t.Set[str]], selector: t.Optional[str],
-              result: ReconcileResult) -> t.List[t.Dict[str, t.Any]]:
+              result: ReconcileResult, pinned: bool = False) -> t.List[t.Dict[str, t.Any]]:
+        """LIST ``res`` in ``namespaces`` (None: every namespace).
+
+        Few namespaces: one LIST each; many: one cluster-wide LIST filtered here (one request instead of hundreds),
+        one LIST each when that is forbidden. ``pinned`` (PruneScope.kind_namespaces): one LIST each, never
+        cluster-wide, whatever the number.
+        """
         def one(ns: t.Optional[str]) -> t.List[t.Dict[str, t.Any]]:
             result.requests["list"] += 1
             try:
-                return res.list(namespace=ns, label_selector=selector)
+                items = res.list(namespace=ns, label_selector=selector)
             except ApiException as exc:
                 raise translate_api_exception(exc, "list", "%s %s%s" % (
                     res.api_version, res.kind, (" in namespace %s" % ns) if ns else ""))
+            for item in items:
+                item.setdefault("apiVersion", res.api_version)
+                item.setdefault("kind", res.kind)
+            return items
 
-        if not res.namespaced or namespaces is None:
+        if not res.namespaced or (namespaces is None and not pinned):
             return one(None)
-        if len(namespaces) <= 3:
+        if pinned or len(namespaces or ()) <= 3:
             items: t.List[t.Dict[str, t.Any]] = []
-            for ns in sorted(namespaces):
+            for ns in sorted(namespaces or ()):
                 items.extend(one(ns))
             return items
+        namespaces = namespaces or set()
         try:
             return [i for i in one(None) if (i.get("metadata") or {}).get("namespace") in namespaces]
         except GpuaasError as err:
@@ -186,11 +197,12 @@ class ApplyEngine:
                     ) -> t.Tuple[t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]],
                                  t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]]]:
         """LIST the live state: {ref.key: live} for desired objects, and prune candidates per kind."""
-        tasks: t.Dict[t.Tuple[str, str], t.Tuple[ApiResource, t.Optional[t.Set[str]]]] = {}
+        # (apiVersion, kind) -> (resource, namespaces to LIST or None for all, pinned to those namespaces)
+        tasks: t.Dict[t.Tuple[str, str], t.Tuple[ApiResource, t.Optional[t.Set[str]], bool]] = {}
         for gk, items in groups.items():
             res = items[0].res
             nss: t.Optional[t.Set[str]] = {d.ref.namespace or "" for d in items} if res.namespaced else None
-            tasks[gk] = (res, nss)
+            tasks[gk] = (res, nss, False)
         prune_kinds: t.Set[t.Tuple[str, str]] = set()
         if prune is not None:
             for av, kind in prune.kinds:
@@ -199,16 +211,19 @@ class ApplyEngine:
                 res = self.client.resource(av, kind)
                 gk = (res.api_version, res.kind)
                 prune_kinds.add(gk)
-                nss = set(prune.namespaces) if (res.namespaced and prune.namespaces is not None) else None
+                scope_nss = prune.namespaces_of(res.kind)
+                pinned = res.namespaced and prune.pinned(res.kind)
+                nss = set(scope_nss) if (res.namespaced and scope_nss is not None) else None
                 if gk in tasks:
                     old = tasks[gk][1]
                     nss = None if (old is None or nss is None) else (old | nss)
-                tasks[gk] = (res, nss)
+                tasks[gk] = (res, nss, pinned)
         selector = self.list_selector
         live: t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]] = {}
         candidates: t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]] = {}
         with self._pool() as pool:
-            futures = {gk: pool.submit(self._list, res, nss, selector, result) for gk, (res, nss) in tasks.items()}
+            futures = {gk: pool.submit(self._list, res, nss, selector, result, pinned)
+                       for gk, (res, nss, pinned) in tasks.items()}
             listed = {gk: f.result() for gk, f in futures.items()}
         for gk, items in listed.items():
             for item in items:
@@ -222,7 +237,8 @@ class ApplyEngine:
             if len(miss) > GET_THRESHOLD:
                 res = items[0].res
                 nss = {d.ref.namespace or "" for d in miss} if res.namespaced else None
-                for item in self._list(res, nss, None, result):
+                pinned = prune is not None and prune.pinned(res.kind)
+                for item in self._list(res, nss, None, result, pinned):
                     live.setdefault(ObjectRef.from_object(item).key, item)
             else:
                 missing.extend(miss)
