@@ -79,6 +79,42 @@ class DesiredObject:
         self.res = res
 
 
+Key = t.Tuple[str, str, str]
+GroupKind = t.Tuple[str, str]
+
+
+class LiveState:
+    """One read of the cluster for a reconcile (``ApplyEngine.read``), shared by whoever needs the live state.
+
+    ``prepared``/``groups``: the desired objects, prepared once; ``objects``: the live object of every listed or
+    read key; ``listed``: each LISTed kind's items (desired kinds, prune kinds and the ``also`` kinds);
+    ``prune_kinds``: the prune scope's kinds as the cluster serves them; ``requests``: what the read cost.
+    """
+
+    def __init__(self, prepared: t.List["DesiredObject"], groups: t.Dict[GroupKind, t.List["DesiredObject"]],
+                 objects: t.Dict[Key, t.Dict[str, t.Any]], listed: t.Dict[GroupKind, t.List[t.Dict[str, t.Any]]],
+                 prune_kinds: t.Sequence[GroupKind], requests: t.Mapping[str, int]) -> None:
+        self.prepared = prepared
+        self.groups = groups
+        self.objects = objects
+        self.listed = listed
+        self.prune_kinds = list(prune_kinds)
+        self.requests = dict(requests)
+
+    def of_kind(self, kind: str) -> t.List[t.Dict[str, t.Any]]:
+        """The LISTed items of ``kind`` (any apiVersion read), empty when the kind was not listed."""
+        return [item for (_av, k), items in sorted(self.listed.items()) if k == kind for item in items]
+
+    def forget(self, keys: t.Iterable[Key]) -> None:
+        """Objects deleted since the read (a recreate): absent from now on."""
+        for key in keys:
+            self.objects.pop(key, None)
+
+    def candidates(self, prune: PruneScope) -> t.Dict[GroupKind, t.List[t.Dict[str, t.Any]]]:
+        """The listed objects ``prune`` may delete, per kind (``prune`` is the scope given to ``read``)."""
+        return {gk: [i for i in items if prune.matches(i)] for gk, items in self.listed.items() if gk in self.prune_kinds}
+
+
 class ApplyEngine:
     """Reconcile desired objects with the cluster (see the module docstring)."""
 
@@ -192,11 +228,11 @@ class ApplyEngine:
                 items.extend(one(ns))
             return items
 
-    def _live_index(self, groups: t.Dict[t.Tuple[str, str], t.List[DesiredObject]],
-                    prune: t.Optional[PruneScope], result: ReconcileResult
-                    ) -> t.Tuple[t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]],
-                                 t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]]]:
-        """LIST the live state: {ref.key: live} for desired objects, and prune candidates per kind."""
+    def _live_index(self, groups: t.Dict[GroupKind, t.List[DesiredObject]], prune: t.Optional[PruneScope],
+                    result: ReconcileResult, also: t.Sequence[GroupKind] = ()
+                    ) -> t.Tuple[t.Dict[Key, t.Dict[str, t.Any]], t.Dict[GroupKind, t.List[t.Dict[str, t.Any]]],
+                                 t.List[GroupKind]]:
+        """LIST the live state: {ref.key: live} for desired objects, the items of every LISTed kind, the prune kinds."""
         # (apiVersion, kind) -> (resource, namespaces to LIST or None for all, pinned to those namespaces)
         tasks: t.Dict[t.Tuple[str, str], t.Tuple[ApiResource, t.Optional[t.Set[str]], bool]] = {}
         for gk, items in groups.items():
@@ -218,9 +254,15 @@ class ApplyEngine:
                     old = tasks[gk][1]
                     nss = None if (old is None or nss is None) else (old | nss)
                 tasks[gk] = (res, nss, pinned)
+        for av, kind in also:
+            res = self.client.resource(av, kind)
+            gk = (res.api_version, res.kind)
+            if gk not in tasks:
+                tasks[gk] = (res, None, False)
+            elif res.namespaced and not tasks[gk][2]:
+                tasks[gk] = (res, None, False)
         selector = self.list_selector
-        live: t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]] = {}
-        candidates: t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]] = {}
+        live: t.Dict[Key, t.Dict[str, t.Any]] = {}
         with self._pool() as pool:
             futures = {gk: pool.submit(self._list, res, nss, selector, result, pinned)
                        for gk, (res, nss, pinned) in tasks.items()}
@@ -228,8 +270,6 @@ class ApplyEngine:
         for gk, items in listed.items():
             for item in items:
                 live[ObjectRef.from_object(item).key] = item
-            if gk in prune_kinds and prune is not None:
-                candidates[gk] = [i for i in items if prune.matches(i)]
         # Desired objects not in the owned LIST: new, or existing without our label.
         missing: t.List[DesiredObject] = []
         for gk, items in groups.items():
@@ -257,7 +297,7 @@ class ApplyEngine:
                         obj.setdefault("apiVersion", d.res.api_version)
                         obj.setdefault("kind", d.res.kind)
                         live[d.ref.key] = obj
-        return live, candidates
+        return live, listed, sorted(prune_kinds)
 
     def compare(self, desired: t.Mapping[str, t.Any], live: t.Optional[t.Mapping[str, t.Any]]) -> str:
         """'created', 'updated' or 'unchanged' for ``desired`` against ``live`` (owned fields only)."""
@@ -322,9 +362,23 @@ class ApplyEngine:
         For callers that write something of their own before ``reconcile`` (a lock, a drain): calling this first
         makes a refused run write nothing at all. ``reconcile`` checks again on its own live index.
         """
+        return self.guard(self.read(desired, tenant=tenant))
+
+    def read(self, desired: t.Iterable[t.Mapping[str, t.Any]], prune: t.Optional[PruneScope] = None,
+             tenant: t.Optional[str] = None, also: t.Sequence[GroupKind] = ()) -> LiveState:
+        """Prepare ``desired`` and read the live state once: what ``guard`` and ``reconcile(state=...)`` work on.
+
+        ``also``: kinds the caller needs listed (cluster-wide, with the engine's selector) besides the desired and
+        prune kinds, for its own decisions on the same read (the tenants runner: ClusterQueues, Namespaces).
+        """
         prepared, groups = self._prepare_all(desired, tenant)
-        live = self._live_index(groups, None, ReconcileResult(self.check_mode))[0]
-        return self._guard(prepared, live)
+        counter = ReconcileResult(self.check_mode)
+        live, listed, prune_kinds = self._live_index(groups, prune, counter, also)
+        return LiveState(prepared, groups, live, listed, prune_kinds, counter.requests)
+
+    def guard(self, state: LiveState) -> t.List[t.Dict[str, t.Any]]:
+        """The ownership guard on a read state: the objects a reconcile would adopt, or the refusal (a GpuaasError)."""
+        return self._guard(state.prepared, state.objects)
 
     def _guard(self, prepared: t.Sequence[DesiredObject], live: t.Mapping[t.Tuple[str, str, str], t.Dict[str, t.Any]]
                ) -> t.List[t.Dict[str, t.Any]]:
@@ -368,15 +422,23 @@ class ApplyEngine:
     # -- reconcile ------------------------------------------------------------------------------------
     def reconcile(self, desired: t.Iterable[t.Mapping[str, t.Any]], prune: t.Optional[PruneScope] = None,
                   tenant: t.Optional[str] = None, wait: bool = False, wait_timeout: int = 120,
-                  wait_sleep: float = 2.0, wait_condition: t.Optional[t.Mapping[str, t.Any]] = None
-                  ) -> ReconcileResult:
-        """Make the cluster match ``desired`` (and delete owned, undesired objects in ``prune`` scope)."""
+                  wait_sleep: float = 2.0, wait_condition: t.Optional[t.Mapping[str, t.Any]] = None,
+                  state: t.Optional[LiveState] = None) -> ReconcileResult:
+        """Make the cluster match ``desired`` (and delete owned, undesired objects in ``prune`` scope).
+
+        ``state``: the ``read`` of these desired objects and this prune scope, when the caller read it already
+        (no second read); its requests are counted in the result.
+        """
         result = ReconcileResult(self.check_mode)
-        prepared, groups = self._prepare_all(desired, tenant)
+        if state is None:
+            state = self.read(desired, prune, tenant)
+        for verb, count in state.requests.items():
+            result.requests[verb] = result.requests.get(verb, 0) + count
+        prepared, live = state.prepared, state.objects
+        candidates = state.candidates(prune) if prune is not None else {}
         seen = {d.ref.key: d.ref for d in prepared}
         if self._kueue_version:
             result.api_versions["kueue.x-k8s.io"] = self._kueue_version
-        live, candidates = self._live_index(groups, prune, result)
         if self.guard_ownership:
             result.adopted = self._guard(prepared, live)
 
