@@ -9,7 +9,7 @@ from __future__ import annotations
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube import engine as ae
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube import ownership, results
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
-from ansible_collections.gpuaas.platform.plugins.modules.node_pools import NodePoolsReconciler
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_runner import NodePoolsRunner
 
 import fake_kube  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
 import test_tenants  # noqa: E402
@@ -135,7 +135,7 @@ def test_node_pools_read_secrets_only_in_the_keda_namespace():
     kube.store[("Secret", "keda", "gpuaas-prometheus")]["metadata"]["labels"][ownership.COMPONENT_LABEL] = "node-pools"
     for prune in (False, True):
         kube.reset_calls()
-        out = NodePoolsReconciler(kube, dict(inv, prune=prune)).run()
+        out = NodePoolsRunner(kube, dict(inv, prune=prune)).run()
         secret_lists = [c[2] for c in kube.calls if c[0] == "list" and c[1] == "Secret"]
         assert secret_lists == ["keda"], (prune, kube.calls)
     assert [d["kind"] for d in out["deleted"]] == ["Secret"]
