@@ -12,7 +12,7 @@ One run, one pass over each input:
                               when read under the lock)
 
   LiveState --> safe mode (empty inventory: report, write nothing) --> ownership guard (before the first write)
-            --> Lease lock --> re-check under the lock (ClusterQueue resourceVersions; read again only if they moved)
+            --> Lease lock --> re-check under the lock (ClusterQueue generations; read again only if they moved)
             --> Prometheus credential read, filled into its Secret --> drain / undrain --> recreate moved LocalQueues --> reconcile(state=...) (apply, prune)
             --> drift, kept namespaces, adoption report (from the same state) --> result (Secret data redacted)
 """
@@ -288,11 +288,14 @@ class TenancyRunner:
 
     def recheck(self, engine: ApplyEngine, state: LiveState, desired: t.List[Obj], scope: TenantsScope,
                 also: t.Sequence[t.Tuple[str, str]]) -> LiveState:
-        """The state as of holding the lock: the ClusterQueues listed again and compared by resourceVersion.
+        """The state as of holding the lock: the ClusterQueues listed again and compared with the state's.
 
-        Every run that writes holds the lock and changes ClusterQueues when it changes tenants (drain, quotas), so
-        equal versions mean the state read before the lock still holds; otherwise (another run finished in
-        between) everything is read again and the ownership guard runs again on the new state.
+        Every run that writes holds the lock and changes a ClusterQueue when it changes a tenant (onboard, quota,
+        namespaces, drain, offboard), so unchanged ClusterQueues mean the state read before the lock still holds;
+        otherwise (another run finished in between) everything is read again and the ownership guard runs again.
+        Compared by uid, generation, labels and deletion, not by resourceVersion: Kueue writes the status of a busy
+        ClusterQueue every few seconds, which moves its resourceVersion (never its generation) and would make
+        every run read twice.
         """
         cq_av = next(av for av, kind in also if kind == "ClusterQueue")
         try:
@@ -301,7 +304,10 @@ class TenancyRunner:
             raise translate_api_exception(exc, "list", "ClusterQueue")
 
         def versions(items: t.Iterable[t.Mapping[str, t.Any]]) -> t.Dict[str, t.Any]:
-            return {i["metadata"]["name"]: i["metadata"].get("resourceVersion") for i in items if owned_by_tenants(i)}
+            return {i["metadata"]["name"]: (i["metadata"].get("uid"), i["metadata"].get("generation"),
+                                            sorted((i["metadata"].get("labels") or {}).items()),
+                                            i["metadata"].get("deletionTimestamp"))
+                    for i in items if owned_by_tenants(i)}
 
         if versions(fresh) == versions(state.of_kind("ClusterQueue")):
             return state

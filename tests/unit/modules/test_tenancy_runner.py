@@ -3,7 +3,7 @@
 """One tenancy run, one pass over each input (issue 21): the inventory is parsed once, the desired set is built once,
 and every kind is LISTed once — the ownership guard, the safe-mode decisions, the drain, the moved LocalQueues, the
 reconcile and the drift report all work on that one read. Under the Lease lock the ClusterQueues are listed once more
-and compared by resourceVersion: the state is read again only when another run changed them in between."""
+and compared (generation, labels): the state is read again only when another run changed them in between."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_state_read_again_under_the_lock_when_another_run_changed_a_cluster_queu
     acquire = tenancy_runner.LeaseLock.acquire
 
     def another_run_finished_meanwhile(lock):
-        client.objects[("ClusterQueue", None, "nlp")]["metadata"]["resourceVersion"] = "changed"
+        client.objects[("ClusterQueue", None, "nlp")]["metadata"]["generation"] = 2  # its spec changed
         return acquire(lock)
 
     monkeypatch.setattr(tenancy_runner.LeaseLock, "acquire", another_run_finished_meanwhile)
@@ -83,6 +83,23 @@ def test_state_read_again_under_the_lock_when_another_run_changed_a_cluster_queu
     assert (counted["parse"], counted["build"]) == (1, 1)  # read again, not built again
     assert lists(client)["ClusterQueue"] == 3 and lists(client)["LocalQueue"] == 2
     assert result["changed"] is False
+
+
+def test_a_status_update_meanwhile_is_no_reason_to_read_again(counted, monkeypatch):
+    client = FakeClient(NODES)
+    run(client, params())
+    acquire = tenancy_runner.LeaseLock.acquire
+
+    def kueue_wrote_a_status_meanwhile(lock):
+        cq = client.objects[("ClusterQueue", None, "nlp")]
+        cq["metadata"]["resourceVersion"] = "moved"
+        cq["status"] = {"pendingWorkloads": 3}
+        return acquire(lock)
+
+    monkeypatch.setattr(tenancy_runner.LeaseLock, "acquire", kueue_wrote_a_status_meanwhile)
+    client.calls.clear()
+    run(client, params())
+    assert lists(client)["ClusterQueue"] == 2 and lists(client)["LocalQueue"] == 1
 
 
 def test_the_credential_fills_the_secret_it_is_read_for():
