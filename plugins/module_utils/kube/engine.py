@@ -40,18 +40,14 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import fields_covered, is_subset, owned_fields, project, strip_none
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kinds import tier_of
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import Key, GroupKind, LiveState, list_objects
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (
     FIELD_MANAGER,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     OWNED_SELECTOR,
-    TENANT_LABEL,
     add_ownership,
-    adopt_requested,
-    adoption_name,
-    field_managers,
-    is_owned,
-    written_by,
+    refuse_or_adopt,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, ObjectResult, PruneScope, ReconcileResult
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.waiter import Waiter
@@ -77,42 +73,6 @@ class DesiredObject:
         self.obj = obj
         self.ref = ref
         self.res = res
-
-
-Key = t.Tuple[str, str, str]
-GroupKind = t.Tuple[str, str]
-
-
-class LiveState:
-    """One read of the cluster for a reconcile (``ApplyEngine.read``), shared by whoever needs the live state.
-
-    ``prepared``/``groups``: the desired objects, prepared once; ``objects``: the live object of every listed or
-    read key; ``listed``: each LISTed kind's items (desired kinds, prune kinds and the ``also`` kinds);
-    ``prune_kinds``: the prune scope's kinds as the cluster serves them; ``requests``: what the read cost.
-    """
-
-    def __init__(self, prepared: t.List["DesiredObject"], groups: t.Dict[GroupKind, t.List["DesiredObject"]],
-                 objects: t.Dict[Key, t.Dict[str, t.Any]], listed: t.Dict[GroupKind, t.List[t.Dict[str, t.Any]]],
-                 prune_kinds: t.Sequence[GroupKind], requests: t.Mapping[str, int]) -> None:
-        self.prepared = prepared
-        self.groups = groups
-        self.objects = objects
-        self.listed = listed
-        self.prune_kinds = list(prune_kinds)
-        self.requests = dict(requests)
-
-    def of_kind(self, kind: str) -> t.List[t.Dict[str, t.Any]]:
-        """The LISTed items of ``kind`` (any apiVersion read), empty when the kind was not listed."""
-        return [item for (_av, k), items in sorted(self.listed.items()) if k == kind for item in items]
-
-    def forget(self, keys: t.Iterable[Key]) -> None:
-        """Objects deleted since the read (a recreate): absent from now on."""
-        for key in keys:
-            self.objects.pop(key, None)
-
-    def candidates(self, prune: PruneScope) -> t.Dict[GroupKind, t.List[t.Dict[str, t.Any]]]:
-        """The listed objects ``prune`` may delete, per kind (``prune`` is the scope given to ``read``)."""
-        return {gk: [i for i in items if prune.matches(i)] for gk, items in self.listed.items() if gk in self.prune_kinds}
 
 
 class ApplyEngine:
@@ -190,44 +150,6 @@ class ApplyEngine:
     def _pool(self) -> ThreadPoolExecutor:
         return ThreadPoolExecutor(max_workers=self.concurrency)
 
-    def _list(self, res: ApiResource, namespaces: t.Optional[t.Set[str]], selector: t.Optional[str],
-              result: ReconcileResult, pinned: bool = False) -> t.List[t.Dict[str, t.Any]]:
-        """LIST ``res`` in ``namespaces`` (None: every namespace).
-
-        Few namespaces: one LIST each; many: one cluster-wide LIST filtered here (one request instead of hundreds),
-        one LIST each when that is forbidden. ``pinned`` (PruneScope.kind_namespaces): one LIST each, never
-        cluster-wide, whatever the number.
-        """
-        def one(ns: t.Optional[str]) -> t.List[t.Dict[str, t.Any]]:
-            result.requests["list"] += 1
-            try:
-                items = res.list(namespace=ns, label_selector=selector)
-            except ApiException as exc:
-                raise translate_api_exception(exc, "list", "%s %s%s" % (
-                    res.api_version, res.kind, (" in namespace %s" % ns) if ns else ""))
-            for item in items:
-                item.setdefault("apiVersion", res.api_version)
-                item.setdefault("kind", res.kind)
-            return items
-
-        if not res.namespaced or (namespaces is None and not pinned):
-            return one(None)
-        if pinned or len(namespaces or ()) <= 3:
-            items: t.List[t.Dict[str, t.Any]] = []
-            for ns in sorted(namespaces or ()):
-                items.extend(one(ns))
-            return items
-        namespaces = namespaces or set()
-        try:
-            return [i for i in one(None) if (i.get("metadata") or {}).get("namespace") in namespaces]
-        except GpuaasError as err:
-            if err.details.get("status") != 403:
-                raise
-            items = []
-            for ns in sorted(namespaces):
-                items.extend(one(ns))
-            return items
-
     def _live_index(self, groups: t.Dict[GroupKind, t.List[DesiredObject]], prune: t.Optional[PruneScope],
                     result: ReconcileResult, also: t.Sequence[GroupKind] = ()
                     ) -> t.Tuple[t.Dict[Key, t.Dict[str, t.Any]], t.Dict[GroupKind, t.List[t.Dict[str, t.Any]]],
@@ -264,7 +186,7 @@ class ApplyEngine:
         selector = self.list_selector
         live: t.Dict[Key, t.Dict[str, t.Any]] = {}
         with self._pool() as pool:
-            futures = {gk: pool.submit(self._list, res, nss, selector, result, pinned)
+            futures = {gk: pool.submit(list_objects, res, nss, selector, result, pinned)
                        for gk, (res, nss, pinned) in tasks.items()}
             listed = {gk: f.result() for gk, f in futures.items()}
         for gk, items in listed.items():
@@ -278,7 +200,7 @@ class ApplyEngine:
                 res = items[0].res
                 nss = {d.ref.namespace or "" for d in miss} if res.namespaced else None
                 pinned = prune is not None and prune.pinned(res.kind)
-                for item in self._list(res, nss, None, result, pinned):
+                for item in list_objects(res, nss, None, result, pinned):
                     live.setdefault(ObjectRef.from_object(item).key, item)
             else:
                 missing.extend(miss)
@@ -380,44 +302,11 @@ class ApplyEngine:
         """The ownership guard on a read state: the objects a reconcile would adopt, or the refusal (a GpuaasError)."""
         return self._guard(state.prepared, state.objects)
 
-    def _guard(self, prepared: t.Sequence[DesiredObject], live: t.Mapping[t.Tuple[str, str, str], t.Dict[str, t.Any]]
+    def _guard(self, prepared: t.Sequence[DesiredObject], live: t.Mapping[Key, t.Dict[str, t.Any]]
                ) -> t.List[t.Dict[str, t.Any]]:
         """Adopted objects (reported), or a GpuaasError naming every object the collection does not own."""
-        adopted: t.List[t.Dict[str, t.Any]] = []
-        refused: t.List[t.Dict[str, t.Any]] = []
-        for d in prepared:
-            current = live.get(d.ref.key)
-            if current is None or d.ref.key in self.assume_deleted or is_owned(current) or written_by(current, self.field_manager):
-                continue
-            entry = d.ref.to_dict()
-            entry["managers"] = field_managers(current)
-            wanted_tenant = (d.obj["metadata"].get("labels") or {}).get(TENANT_LABEL)
-            live_tenant = ((current.get("metadata") or {}).get("labels") or {}).get(TENANT_LABEL)
-            if adopt_requested(self.adopt, d.ref.kind, d.ref.name, d.ref.namespace):
-                entry["reason"] = "adopt list"
-                adopted.append(entry)
-            elif wanted_tenant and live_tenant == wanted_tenant:
-                # An admin labelled it for this very tenant (the documented hand-over of an existing namespace).
-                entry["reason"] = "labelled %s=%s" % (TENANT_LABEL, live_tenant)
-                adopted.append(entry)
-            else:
-                refused.append(entry)
-        if refused:
-            names = [adoption_name(r["kind"], r["name"], r.get("namespace")) for r in refused]
-            one = len(refused) == 1
-            raise GpuaasError(
-                "refusing to take over %d existing object%s that gpuaas.platform does not manage (no label %s=%s), "
-                "nothing was applied: %s" % (len(refused), "" if one else "s", MANAGED_BY_LABEL, MANAGED_BY_VALUE,
-                                             ", ".join(names)),
-                hint="to let the collection take %s over (label %s, then manage and prune %s like its own), list %s "
-                     "in gpuaas_tenants_adopt (module option adopt), for example gpuaas_tenants_adopt: %s, or ['*'] "
-                     "for every such object; otherwise rename the inventory's object or remove the existing one"
-                     % ("it" if one else "them", "it" if one else "them", "it" if one else "them",
-                        "it" if one else "them", json.dumps(names)),
-                problems=["%s is not managed by gpuaas.platform; field managers: %s"
-                          % (name, ", ".join(r["managers"]) or "none recorded") for name, r in zip(names, refused)],
-                details={"reason": "NotOwned", "not_owned": refused, "adoptable": adopted})
-        return adopted
+        return refuse_or_adopt([(d.ref, d.obj) for d in prepared], live, self.adopt, self.assume_deleted,
+                               self.field_manager)
 
     # -- reconcile ------------------------------------------------------------------------------------
     def reconcile(self, desired: t.Iterable[t.Mapping[str, t.Any]], prune: t.Optional[PruneScope] = None,
