@@ -13,7 +13,8 @@ One run, one pass over each input:
 
   LiveState --> safe mode (empty inventory: report, write nothing) --> ownership guard (before the first write)
             --> Lease lock --> re-check under the lock (ClusterQueue generations; read again only if they moved)
-            --> Prometheus credential read, filled into its Secret --> drain / undrain --> recreate moved LocalQueues --> reconcile(state=...) (apply, prune)
+            --> Prometheus credential read, filled into its Secret --> drain / undrain --> recreate moved LocalQueues
+            --> reconcile(state=...) (apply, prune)
             --> drift, kept namespaces, adoption report (from the same state) --> result (Secret data redacted)
 """
 
@@ -25,8 +26,9 @@ import typing as t
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, ApiUnreachable, translate_api_exception
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine, LiveState
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, read_holder
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import LiveState
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, adoption_name, tenant_of
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
