@@ -40,18 +40,14 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import fields_covered, is_subset, owned_fields, project, strip_none
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kinds import tier_of
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import Key, GroupKind, LiveState, list_objects
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (
     FIELD_MANAGER,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     OWNED_SELECTOR,
-    TENANT_LABEL,
     add_ownership,
-    adopt_requested,
-    adoption_name,
-    field_managers,
-    is_owned,
-    written_by,
+    refuse_or_adopt,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, ObjectResult, PruneScope, ReconcileResult
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.waiter import Waiter
@@ -154,43 +150,17 @@ class ApplyEngine:
     def _pool(self) -> ThreadPoolExecutor:
         return ThreadPoolExecutor(max_workers=self.concurrency)
 
-    def _list(self, res: ApiResource, namespaces: t.Optional[t.Set[str]], selector: t.Optional[str],
-              result: ReconcileResult) -> t.List[t.Dict[str, t.Any]]:
-        def one(ns: t.Optional[str]) -> t.List[t.Dict[str, t.Any]]:
-            result.requests["list"] += 1
-            try:
-                return res.list(namespace=ns, label_selector=selector)
-            except ApiException as exc:
-                raise translate_api_exception(exc, "list", "%s %s%s" % (
-                    res.api_version, res.kind, (" in namespace %s" % ns) if ns else ""))
-
-        if not res.namespaced or namespaces is None:
-            return one(None)
-        if len(namespaces) <= 3:
-            items: t.List[t.Dict[str, t.Any]] = []
-            for ns in sorted(namespaces):
-                items.extend(one(ns))
-            return items
-        try:
-            return [i for i in one(None) if (i.get("metadata") or {}).get("namespace") in namespaces]
-        except GpuaasError as err:
-            if err.details.get("status") != 403:
-                raise
-            items = []
-            for ns in sorted(namespaces):
-                items.extend(one(ns))
-            return items
-
-    def _live_index(self, groups: t.Dict[t.Tuple[str, str], t.List[DesiredObject]],
-                    prune: t.Optional[PruneScope], result: ReconcileResult
-                    ) -> t.Tuple[t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]],
-                                 t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]]]:
-        """LIST the live state: {ref.key: live} for desired objects, and prune candidates per kind."""
-        tasks: t.Dict[t.Tuple[str, str], t.Tuple[ApiResource, t.Optional[t.Set[str]]]] = {}
+    def _live_index(self, groups: t.Dict[GroupKind, t.List[DesiredObject]], prune: t.Optional[PruneScope],
+                    result: ReconcileResult, also: t.Sequence[GroupKind] = ()
+                    ) -> t.Tuple[t.Dict[Key, t.Dict[str, t.Any]], t.Dict[GroupKind, t.List[t.Dict[str, t.Any]]],
+                                 t.List[GroupKind]]:
+        """LIST the live state: {ref.key: live} for desired objects, the items of every LISTed kind, the prune kinds."""
+        # (apiVersion, kind) -> (resource, namespaces to LIST or None for all, pinned to those namespaces)
+        tasks: t.Dict[t.Tuple[str, str], t.Tuple[ApiResource, t.Optional[t.Set[str]], bool]] = {}
         for gk, items in groups.items():
             res = items[0].res
             nss: t.Optional[t.Set[str]] = {d.ref.namespace or "" for d in items} if res.namespaced else None
-            tasks[gk] = (res, nss)
+            tasks[gk] = (res, nss, False)
         prune_kinds: t.Set[t.Tuple[str, str]] = set()
         if prune is not None:
             for av, kind in prune.kinds:
@@ -199,22 +169,29 @@ class ApplyEngine:
                 res = self.client.resource(av, kind)
                 gk = (res.api_version, res.kind)
                 prune_kinds.add(gk)
-                nss = set(prune.namespaces) if (res.namespaced and prune.namespaces is not None) else None
+                scope_nss = prune.namespaces_of(res.kind)
+                pinned = res.namespaced and prune.pinned(res.kind)
+                nss = set(scope_nss) if (res.namespaced and scope_nss is not None) else None
                 if gk in tasks:
                     old = tasks[gk][1]
                     nss = None if (old is None or nss is None) else (old | nss)
-                tasks[gk] = (res, nss)
+                tasks[gk] = (res, nss, pinned)
+        for av, kind in also:
+            res = self.client.resource(av, kind)
+            gk = (res.api_version, res.kind)
+            if gk not in tasks:
+                tasks[gk] = (res, None, False)
+            elif res.namespaced and not tasks[gk][2]:
+                tasks[gk] = (res, None, False)
         selector = self.list_selector
-        live: t.Dict[t.Tuple[str, str, str], t.Dict[str, t.Any]] = {}
-        candidates: t.Dict[t.Tuple[str, str], t.List[t.Dict[str, t.Any]]] = {}
+        live: t.Dict[Key, t.Dict[str, t.Any]] = {}
         with self._pool() as pool:
-            futures = {gk: pool.submit(self._list, res, nss, selector, result) for gk, (res, nss) in tasks.items()}
+            futures = {gk: pool.submit(list_objects, res, nss, selector, result, pinned)
+                       for gk, (res, nss, pinned) in tasks.items()}
             listed = {gk: f.result() for gk, f in futures.items()}
         for gk, items in listed.items():
             for item in items:
                 live[ObjectRef.from_object(item).key] = item
-            if gk in prune_kinds and prune is not None:
-                candidates[gk] = [i for i in items if prune.matches(i)]
         # Desired objects not in the owned LIST: new, or existing without our label.
         missing: t.List[DesiredObject] = []
         for gk, items in groups.items():
@@ -222,7 +199,8 @@ class ApplyEngine:
             if len(miss) > GET_THRESHOLD:
                 res = items[0].res
                 nss = {d.ref.namespace or "" for d in miss} if res.namespaced else None
-                for item in self._list(res, nss, None, result):
+                pinned = prune is not None and prune.pinned(res.kind)
+                for item in list_objects(res, nss, None, result, pinned):
                     live.setdefault(ObjectRef.from_object(item).key, item)
             else:
                 missing.extend(miss)
@@ -241,7 +219,7 @@ class ApplyEngine:
                         obj.setdefault("apiVersion", d.res.api_version)
                         obj.setdefault("kind", d.res.kind)
                         live[d.ref.key] = obj
-        return live, candidates
+        return live, listed, sorted(prune_kinds)
 
     def compare(self, desired: t.Mapping[str, t.Any], live: t.Optional[t.Mapping[str, t.Any]]) -> str:
         """'created', 'updated' or 'unchanged' for ``desired`` against ``live`` (owned fields only)."""
@@ -306,61 +284,50 @@ class ApplyEngine:
         For callers that write something of their own before ``reconcile`` (a lock, a drain): calling this first
         makes a refused run write nothing at all. ``reconcile`` checks again on its own live index.
         """
-        prepared, groups = self._prepare_all(desired, tenant)
-        live = self._live_index(groups, None, ReconcileResult(self.check_mode))[0]
-        return self._guard(prepared, live)
+        return self.guard(self.read(desired, tenant=tenant))
 
-    def _guard(self, prepared: t.Sequence[DesiredObject], live: t.Mapping[t.Tuple[str, str, str], t.Dict[str, t.Any]]
+    def read(self, desired: t.Iterable[t.Mapping[str, t.Any]], prune: t.Optional[PruneScope] = None,
+             tenant: t.Optional[str] = None, also: t.Sequence[GroupKind] = ()) -> LiveState:
+        """Prepare ``desired`` and read the live state once: what ``guard`` and ``reconcile(state=...)`` work on.
+
+        ``also``: kinds the caller needs listed (cluster-wide, with the engine's selector) besides the desired and
+        prune kinds, for its own decisions on the same read (the tenants runner: ClusterQueues, Namespaces).
+        """
+        prepared, groups = self._prepare_all(desired, tenant)
+        counter = ReconcileResult(self.check_mode)
+        live, listed, prune_kinds = self._live_index(groups, prune, counter, also)
+        return LiveState(prepared, groups, live, listed, prune_kinds, counter.requests)
+
+    def guard(self, state: LiveState) -> t.List[t.Dict[str, t.Any]]:
+        """The ownership guard on a read state: the objects a reconcile would adopt, or the refusal (a GpuaasError)."""
+        return self._guard(state.prepared, state.objects)
+
+    def _guard(self, prepared: t.Sequence[DesiredObject], live: t.Mapping[Key, t.Dict[str, t.Any]]
                ) -> t.List[t.Dict[str, t.Any]]:
         """Adopted objects (reported), or a GpuaasError naming every object the collection does not own."""
-        adopted: t.List[t.Dict[str, t.Any]] = []
-        refused: t.List[t.Dict[str, t.Any]] = []
-        for d in prepared:
-            current = live.get(d.ref.key)
-            if current is None or d.ref.key in self.assume_deleted or is_owned(current) or written_by(current, self.field_manager):
-                continue
-            entry = d.ref.to_dict()
-            entry["managers"] = field_managers(current)
-            wanted_tenant = (d.obj["metadata"].get("labels") or {}).get(TENANT_LABEL)
-            live_tenant = ((current.get("metadata") or {}).get("labels") or {}).get(TENANT_LABEL)
-            if adopt_requested(self.adopt, d.ref.kind, d.ref.name, d.ref.namespace):
-                entry["reason"] = "adopt list"
-                adopted.append(entry)
-            elif wanted_tenant and live_tenant == wanted_tenant:
-                # An admin labelled it for this very tenant (the documented hand-over of an existing namespace).
-                entry["reason"] = "labelled %s=%s" % (TENANT_LABEL, live_tenant)
-                adopted.append(entry)
-            else:
-                refused.append(entry)
-        if refused:
-            names = [adoption_name(r["kind"], r["name"], r.get("namespace")) for r in refused]
-            one = len(refused) == 1
-            raise GpuaasError(
-                "refusing to take over %d existing object%s that gpuaas.platform does not manage (no label %s=%s), "
-                "nothing was applied: %s" % (len(refused), "" if one else "s", MANAGED_BY_LABEL, MANAGED_BY_VALUE,
-                                             ", ".join(names)),
-                hint="to let the collection take %s over (label %s, then manage and prune %s like its own), list %s "
-                     "in gpuaas_tenants_adopt (module option adopt), for example gpuaas_tenants_adopt: %s, or ['*'] "
-                     "for every such object; otherwise rename the inventory's object or remove the existing one"
-                     % ("it" if one else "them", "it" if one else "them", "it" if one else "them",
-                        "it" if one else "them", json.dumps(names)),
-                problems=["%s is not managed by gpuaas.platform; field managers: %s"
-                          % (name, ", ".join(r["managers"]) or "none recorded") for name, r in zip(names, refused)],
-                details={"reason": "NotOwned", "not_owned": refused, "adoptable": adopted})
-        return adopted
+        return refuse_or_adopt([(d.ref, d.obj) for d in prepared], live, self.adopt, self.assume_deleted,
+                               self.field_manager)
 
     # -- reconcile ------------------------------------------------------------------------------------
     def reconcile(self, desired: t.Iterable[t.Mapping[str, t.Any]], prune: t.Optional[PruneScope] = None,
                   tenant: t.Optional[str] = None, wait: bool = False, wait_timeout: int = 120,
-                  wait_sleep: float = 2.0, wait_condition: t.Optional[t.Mapping[str, t.Any]] = None
-                  ) -> ReconcileResult:
-        """Make the cluster match ``desired`` (and delete owned, undesired objects in ``prune`` scope)."""
+                  wait_sleep: float = 2.0, wait_condition: t.Optional[t.Mapping[str, t.Any]] = None,
+                  state: t.Optional[LiveState] = None) -> ReconcileResult:
+        """Make the cluster match ``desired`` (and delete owned, undesired objects in ``prune`` scope).
+
+        ``state``: the ``read`` of these desired objects and this prune scope, when the caller read it already
+        (no second read); its requests are counted in the result.
+        """
         result = ReconcileResult(self.check_mode)
-        prepared, groups = self._prepare_all(desired, tenant)
+        if state is None:
+            state = self.read(desired, prune, tenant)
+        for verb, count in state.requests.items():
+            result.requests[verb] = result.requests.get(verb, 0) + count
+        prepared, live = state.prepared, state.objects
+        candidates = state.candidates(prune) if prune is not None else {}
         seen = {d.ref.key: d.ref for d in prepared}
         if self._kueue_version:
             result.api_versions["kueue.x-k8s.io"] = self._kueue_version
-        live, candidates = self._live_index(groups, prune, result)
         if self.guard_ownership:
             result.adopted = self._guard(prepared, live)
 

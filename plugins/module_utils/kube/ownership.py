@@ -16,7 +16,10 @@ an admin already handed it over by giving it the tenant label of the tenant that
 
 from __future__ import annotations
 
+import json
 import typing as t
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
 FIELD_MANAGER = "gpuaas.platform"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -77,3 +80,47 @@ def field_managers(obj: t.Mapping[str, t.Any]) -> t.List[str]:
 def written_by(obj: t.Mapping[str, t.Any], field_manager: str = FIELD_MANAGER) -> bool:
     """True when ``field_manager`` owns fields of ``obj`` (it wrote the object, even if its label was removed)."""
     return any(entry.get("manager") == field_manager for entry in (obj.get("metadata") or {}).get("managedFields") or [])
+
+
+def refuse_or_adopt(desired: t.Sequence[t.Tuple[t.Any, t.Mapping[str, t.Any]]],
+                    live: t.Mapping[t.Tuple[str, str, str], t.Mapping[str, t.Any]], adopt: t.Sequence[str],
+                    absent: t.Container[t.Tuple[str, str, str]] = (), field_manager: str = FIELD_MANAGER
+                    ) -> t.List[t.Dict[str, t.Any]]:
+    """The ownership guard: the objects to adopt, or a GpuaasError naming every existing object of a desired name
+    that the collection does not own (``desired``: (ObjectRef, object) pairs; ``absent``: keys deleted earlier in
+    the run, treated as absent)."""
+    adopted: t.List[t.Dict[str, t.Any]] = []
+    refused: t.List[t.Dict[str, t.Any]] = []
+    for ref, obj in desired:
+        current = live.get(ref.key)
+        if current is None or ref.key in absent or is_owned(current) or written_by(current, field_manager):
+            continue
+        entry = ref.to_dict()
+        entry["managers"] = field_managers(current)
+        wanted_tenant = (obj["metadata"].get("labels") or {}).get(TENANT_LABEL)
+        live_tenant = ((current.get("metadata") or {}).get("labels") or {}).get(TENANT_LABEL)
+        if adopt_requested(adopt, ref.kind, ref.name, ref.namespace):
+            entry["reason"] = "adopt list"
+            adopted.append(entry)
+        elif wanted_tenant and live_tenant == wanted_tenant:
+            # An admin labelled it for this very tenant (the documented hand-over of an existing namespace).
+            entry["reason"] = "labelled %s=%s" % (TENANT_LABEL, live_tenant)
+            adopted.append(entry)
+        else:
+            refused.append(entry)
+    if refused:
+        names = [adoption_name(r["kind"], r["name"], r.get("namespace")) for r in refused]
+        one = len(refused) == 1
+        raise GpuaasError(
+            "refusing to take over %d existing object%s that gpuaas.platform does not manage (no label %s=%s), "
+            "nothing was applied: %s" % (len(refused), "" if one else "s", MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+                                         ", ".join(names)),
+            hint="to let the collection take %s over (label %s, then manage and prune %s like its own), list %s "
+                 "in gpuaas_tenants_adopt (module option adopt), for example gpuaas_tenants_adopt: %s, or ['*'] "
+                 "for every such object; otherwise rename the inventory's object or remove the existing one"
+                 % ("it" if one else "them", "it" if one else "them", "it" if one else "them",
+                    "it" if one else "them", json.dumps(names)),
+            problems=["%s is not managed by gpuaas.platform; field managers: %s"
+                      % (name, ", ".join(r["managers"]) or "none recorded") for name, r in zip(names, refused)],
+            details={"reason": "NotOwned", "not_owned": refused, "adoptable": adopted})
+    return adopted

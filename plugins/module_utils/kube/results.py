@@ -58,17 +58,36 @@ class PruneScope:
     ``kinds``: (api_version, kind) pairs to consider. Only objects carrying
     ``app.kubernetes.io/managed-by=gpuaas.platform`` *and* ``gpuaas.io/tenant`` (equal to ``tenant``
     when given) and every ``labels`` pair are candidates; ``namespaces`` restricts namespaced kinds.
+
+    ``kind_namespaces``: for some namespaced kinds, the only namespaces where the caller keeps objects of that kind
+    (``{"Secret": ["keda"]}``). Such a kind is read with one LIST per namespace named here and never with a
+    cluster-wide LIST, so a run needs no cluster-wide read of it (Secrets: a least-privilege account is refused
+    that, and even an administrator should not pull every Secret of the cluster to prune one). Owned objects of
+    that kind elsewhere are neither seen nor pruned.
     """
 
     def __init__(self, kinds: t.Sequence[t.Tuple[str, str]], tenant: t.Optional[str] = None,
                  namespaces: t.Optional[t.Sequence[str]] = None,
                  labels: t.Optional[t.Mapping[str, str]] = None,
-                 require_tenant_label: bool = True) -> None:
+                 require_tenant_label: bool = True,
+                 kind_namespaces: t.Optional[t.Mapping[str, t.Sequence[str]]] = None) -> None:
         self.kinds = [tuple(k) for k in kinds]
         self.tenant = tenant
         self.namespaces = list(namespaces) if namespaces is not None else None
         self.labels = dict(labels or {})
         self.require_tenant_label = require_tenant_label
+        self.kind_namespaces: t.Dict[str, t.List[str]] = {
+            kind: sorted(set(nss)) for kind, nss in (kind_namespaces or {}).items()}
+
+    def namespaces_of(self, kind: str) -> t.Optional[t.List[str]]:
+        """The namespaces where prune looks for ``kind`` (a namespaced kind); None: every namespace."""
+        if kind in self.kind_namespaces:
+            return self.kind_namespaces[kind]
+        return self.namespaces
+
+    def pinned(self, kind: str) -> bool:
+        """Whether ``kind`` is read only in its own namespaces (one LIST each, never cluster-wide)."""
+        return kind in self.kind_namespaces
 
     def label_selector(self) -> str:
         parts = ["%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE)]
@@ -90,7 +109,8 @@ class PruneScope:
             return False
         if any(labels.get(k) != v for k, v in self.labels.items()):
             return False
-        if self.namespaces is not None and meta.get("namespace") and meta["namespace"] not in self.namespaces:
+        namespaces = self.namespaces_of(obj.get("kind", ""))
+        if namespaces is not None and meta.get("namespace") and meta["namespace"] not in namespaces:
             return False
         return True
 

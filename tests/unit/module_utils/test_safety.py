@@ -364,11 +364,11 @@ def test_kubeconfig_dict_credentials_are_registered_no_log():
 
 def test_tenants_module_registers_secrets_before_the_invocation_is_logged(monkeypatch):
     from ansible.module_utils import basic
-    from ansible_collections.gpuaas.platform.plugins.modules import tenants
+    from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile import entry
 
     logged = []
     monkeypatch.setattr(basic.AnsibleModule, "log", lambda self, msg, log_args=None: logged.append(msg))
-    module = tenants.TenantsModule.__new__(tenants.TenantsModule)
+    module = entry.InventoryModule.__new__(entry.InventoryModule)  # the tenants and node_pools modules' class
     module.params = {"prometheus": {"url": "https://p", "token": "prom-token-123"},
                      "kubeconfig": {"users": [{"name": "u", "user": {"token": "kube-token-456"}}]}}
     module.no_log_values = set()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.modules.node_pools import NodePoolsReconciler
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_runner import NodePoolsRunner
 
 import fake_kube  # noqa: E402  (tests/unit/modules/fake_kube.py, on sys.path through conftest)
 from fake_kube import FakeKube
@@ -35,21 +35,21 @@ def params(pools=True):
 def test_apply_then_nothing_then_prune():
     kube = FakeKube(SERVED)
     kube.add(machineset({"gpuaas.io/pool": "h100"}))
-    first = NodePoolsReconciler(kube, params()).run()
+    first = NodePoolsRunner(kube, params()).run()
     assert first["changed"] and [c["name"] for c in first["created"]] == ["gpuaas-pool-h100"]
     assert first["capacity"] == {"h100-elastic": {"nvidia.com/gpu": "32"}}  # no node at all: the pool's maximum
     so = kube.objects[("ScaledObject", "openshift-machine-api", "gpuaas-pool-h100")]
     assert so["metadata"]["labels"]["gpuaas.io/component"] == "node-pools"
-    second = NodePoolsReconciler(kube, params()).run()
+    second = NodePoolsRunner(kube, params()).run()
     assert not second["changed"] and second["summary"]["unchanged"] == 1
     inv = params(pools=False)
     inv["allow_overcommit"] = True
     # safe mode: a pool missing from the inventory is kept and reported, not pruned
-    kept = NodePoolsReconciler(kube, inv).run()
+    kept = NodePoolsRunner(kube, inv).run()
     assert not kept["changed"] and kept["deleted"] == []
     assert [(d["kind"], d["name"]) for d in kept["drift"]] == [("ScaledObject", "gpuaas-pool-h100")]
     assert ("ScaledObject", "openshift-machine-api", "gpuaas-pool-h100") in kube.objects
-    third = NodePoolsReconciler(kube, dict(inv, prune=True)).run()
+    third = NodePoolsRunner(kube, dict(inv, prune=True)).run()
     assert [d["name"] for d in third["deleted"]] == ["gpuaas-pool-h100"] and third["drift"] == []
     assert ("ScaledObject", "openshift-machine-api", "gpuaas-pool-h100") not in kube.objects
 
@@ -57,7 +57,7 @@ def test_apply_then_nothing_then_prune():
 def test_check_mode_writes_nothing():
     kube = FakeKube(SERVED)
     kube.add(machineset({"gpuaas.io/pool": "h100"}))
-    out = NodePoolsReconciler(kube, params(), check_mode=True).run()
+    out = NodePoolsRunner(kube, params(), check_mode=True).run()
     assert out["changed"]
     assert ("ScaledObject", "openshift-machine-api", "gpuaas-pool-h100") not in kube.objects
 
@@ -66,7 +66,7 @@ def test_live_template_without_the_flavors_labels_is_refused():
     kube = FakeKube(SERVED)
     kube.add(machineset({"gpuaas.io/pool": "a100"}))
     with pytest.raises(GpuaasError) as info:
-        NodePoolsReconciler(kube, params()).run()
+        NodePoolsRunner(kube, params()).run()
     assert info.value.problems == [
         "gpuaas_node_pools[0]: the template of MachineSet openshift-machine-api/gpu-a does not give its nodes the node "
         "labels of flavor 'h100-elastic': gpuaas.io/pool=h100 (Kueue would place the flavor's workloads on nodes this "
@@ -77,7 +77,7 @@ def test_live_template_without_the_flavors_labels_is_refused():
 def test_missing_target_is_refused():
     kube = FakeKube(SERVED)
     with pytest.raises(GpuaasError) as info:
-        NodePoolsReconciler(kube, params()).run()
+        NodePoolsRunner(kube, params()).run()
     assert info.value.problems == ["gpuaas_node_pools[0].target: MachineSet openshift-machine-api/gpu-a does not exist"]
 
 
@@ -85,7 +85,7 @@ def test_pools_need_prometheus():
     inv = params()
     inv["prometheus"] = {}
     with pytest.raises(GpuaasError, match="gpuaas_node_pools need gpuaas_prometheus.url"):
-        NodePoolsReconciler(FakeKube(SERVED), inv).run()
+        NodePoolsRunner(FakeKube(SERVED), inv).run()
 
 
 def test_prometheus_credentials_are_read_only_for_pools(tmp_path):
@@ -95,7 +95,7 @@ def test_prometheus_credentials_are_read_only_for_pools(tmp_path):
     missing = str(tmp_path / "no-such-token")
     no_pools = dict(params(pools=False), allow_overcommit=True,
                     prometheus={"url": "http://prom:9090", "token_file": missing})
-    out = NodePoolsReconciler(kube, no_pools).run()
+    out = NodePoolsRunner(kube, no_pools).run()
     assert out["created"] == [] and not out["changed"]
     with pytest.raises(GpuaasError, match="token_file"):
-        NodePoolsReconciler(kube, dict(params(), prometheus=no_pools["prometheus"])).run()
+        NodePoolsRunner(kube, dict(params(), prometheus=no_pools["prometheus"])).run()

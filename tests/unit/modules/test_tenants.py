@@ -14,7 +14,7 @@ import yaml
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import project
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import InventoryError
-from ansible_collections.gpuaas.platform.plugins.modules.tenants import TenantsReconciler
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TenancyRunner
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 EXAMPLE = os.path.join(ROOT, "playbooks", "inventory", "lab", "group_vars", "all", "tenants.yml")
@@ -199,8 +199,8 @@ def params(**extra):
 
 
 def run(client, p, check=False, diff=False, clock=None):
-    rec = TenantsReconciler(client, p, check_mode=check, diff=diff, sleep=lambda s: None,
-                            clock=clock or (lambda: 0.0))
+    rec = TenancyRunner(client, p, check_mode=check, diff=diff, sleep=lambda s: None,
+                        clock=clock or (lambda: 0.0))
     return rec.run()
 
 
@@ -422,8 +422,8 @@ def test_empty_tenant_list_writes_nothing_and_reports_every_tenant(converged):
     client = converged[0]
     before = copy.deepcopy(client.objects)
     client.calls.clear()
-    rec = TenantsReconciler(client, params(tenants=[], flavors=[], cohorts=[], priorities=[], prometheus={}),
-                            sleep=lambda s: None, clock=lambda: 0.0)
+    rec = TenancyRunner(client, params(tenants=[], flavors=[], cohorts=[], priorities=[], prometheus={}),
+                        sleep=lambda s: None, clock=lambda: 0.0)
     result = rec.run()
     assert client.objects == before
     assert [c for c in client.calls if not c[0] in ("get", "list")] == []  # not even the lock
@@ -480,7 +480,7 @@ def test_forbidden_lock_warns_that_the_run_is_unguarded(converged):
     client.lease_forbidden = True
     p = params()
     p["tenants"][1]["state"] = "absent"
-    rec = TenantsReconciler(client, p, sleep=lambda s: None, clock=lambda: 0.0)
+    rec = TenancyRunner(client, p, sleep=lambda s: None, clock=lambda: 0.0)
     result = rec.run()
     assert result["offboarded"] == ["vision"] and "lock" not in result
     assert any("could not be taken (forbidden): this run is not guarded" in w and "leases.coordination.k8s.io in "
@@ -492,7 +492,7 @@ def test_check_mode_takes_no_lock_but_warns_about_a_holder(converged):
     from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock
     LeaseLock(client, "gpuaas-tenants", "kube-system", identity="other-run").acquire()
     client.calls.clear()
-    rec = TenantsReconciler(client, params(), check_mode=True, sleep=lambda s: None, clock=lambda: 0.0)
+    rec = TenancyRunner(client, params(), check_mode=True, sleep=lambda s: None, clock=lambda: 0.0)
     rec.run()
     assert not [c for c in client.calls if c[0].startswith("lock-")]
     assert any("another run (holder other-run) holds the lock" in w for w in rec.warnings), rec.warnings

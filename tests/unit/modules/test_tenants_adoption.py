@@ -88,8 +88,8 @@ def test_adopted_namespace_reports_the_gpu_workloads_the_policy_would_refuse():
     queued = hand_made(client, "Deployment", "queued", namespace="nlp-serve", spec=gpu_deployment("queued", "nlp-serve"))
     queued["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "default"
     hand_made(client, "Deployment", "elsewhere", namespace="vision-dev", spec=gpu_deployment("x", "vision-dev"))
-    rec = test_tenants.TenantsReconciler(client, params(adopt=["Namespace/nlp-serve"]), sleep=lambda s: None,
-                                         clock=lambda: 0.0)
+    rec = test_tenants.TenancyRunner(client, params(adopt=["Namespace/nlp-serve"]), sleep=lambda s: None,
+                                     clock=lambda: 0.0)
     result = rec.run()
     assert [a["name"] for a in result["adopted"]] == ["nlp-serve"]
     assert result["adopted_namespace_workloads"] == [
@@ -135,7 +135,7 @@ def test_workloads_that_cannot_be_listed_are_a_warning_not_a_failure():
     client = ForbiddenPods(NODES)
     hand_made(client, "Namespace", "analytics")
     hand_made(client, "Deployment", "vllm", namespace="analytics", spec=gpu_deployment("vllm", "analytics"))
-    rec = test_tenants.TenantsReconciler(client, params(adopt=["*"]), sleep=lambda s: None, clock=lambda: 0.0)
+    rec = test_tenants.TenancyRunner(client, params(adopt=["*"]), sleep=lambda s: None, clock=lambda: 0.0)
     result = rec.run()
     assert [w["name"] for w in result["adopted_namespace_workloads"]] == ["vllm"]  # the other kinds were read
     assert any(w.startswith("cannot list Pod in analytics (forbidden)") for w in rec.warnings)

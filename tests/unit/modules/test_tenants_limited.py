@@ -14,7 +14,7 @@ import copy
 import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.modules.tenants import tenants_selector
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_scope import tenants_selector
 
 import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
 from test_tenants import NODES, FakeClient, params, run
@@ -106,5 +106,6 @@ def test_a_limited_run_recreates_a_local_queue_moved_from_another_tenant(lists):
     result = run(client, p)
     assert result["recreated_local_queues"] == ["vision-prod/default"]
     assert client.objects[("LocalQueue", "vision-prod", "default")]["spec"]["clusterQueue"] == "analytics"
-    # the LocalQueues were read namespace by namespace, whatever tenant they belonged to
-    assert ("LocalQueue", "vision-prod") in {(x[0], x[1]) for x in lists}
+    # read whatever tenant it belonged to: outside the tenant's LIST selector, so by GET (one read for the run)
+    assert ("get", "LocalQueue") in client.calls
+    assert all("gpuaas.io/tenant in (analytics)" in x[2] for x in lists if x[0] == "LocalQueue"), lists

@@ -1,0 +1,485 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The tenancy run (module gpuaas.platform.tenants), in the manner of kubernetes.core's k8s/runner.py: the module
+parses its options and hands them over; the runner owns the run.
+
+One run, one pass over each input:
+
+  options --parse once--> TenantModel --build once--> desired objects --read once--> LiveState
+        (nodes: one LIST)    (credential: a stand-in, filled in       (one LIST per kind, ApplyEngine.read)
+                              when read under the lock)
+
+  LiveState --> safe mode (empty inventory: report, write nothing) --> ownership guard (before the first write)
+            --> Lease lock --> re-check under the lock (ClusterQueue generations; read again only if they moved)
+            --> Prometheus credential read, filled into its Secret --> drain / undrain --> recreate moved LocalQueues
+            --> reconcile(state=...) (apply, prune)
+            --> drift, kept namespaces, adoption report (from the same state) --> result (Secret data redacted)
+"""
+
+from __future__ import annotations
+
+import time
+import typing as t
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, ApiUnreachable, translate_api_exception
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, read_holder
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import LiveState
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, adoption_name, tenant_of
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import redact_secret_data
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import (
+    PrometheusCredential,
+    inventory_from_params,
+    read_nodes,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_scope import (
+    TenantsScope,
+    owned_by_tenants,
+    served_kinds,
+    tenants_selector,
+)
+
+Obj = t.Dict[str, t.Any]
+
+# What stands in for the Prometheus credential until it is read under the lock; never sent to the cluster.
+CREDENTIAL_STAND_IN = "credential-read-under-the-lock"
+
+
+class TenancyRunner:
+    """One tenants run, separate from AnsibleModule so unit tests can drive it with a fake client."""
+
+    def __init__(self, client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool = False,
+                 diff: bool = False, sleep: t.Callable[[float], None] = time.sleep,
+                 clock: t.Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.params = params
+        self.check_mode = check_mode
+        self.diff = diff
+        self.sleep = sleep
+        self.clock = clock
+        self.warnings: t.List[str] = []
+        # Called with every secret value read at run time (token_file, token_secret), so the module can register
+        # it with no_log_values before anything that could contain it is returned or logged.
+        self.secret_sink: t.Callable[[str], None] = lambda _value: None
+        self.lock: t.Optional[LeaseLock] = None
+
+    # -- inputs ---------------------------------------------------------------------------------------
+    def keda_namespace(self, platform: str) -> str:
+        """The KEDA namespace: the option, else the platform's default (as the keda role's)."""
+        return t.cast(str, self.params.get("keda_namespace") or keda.default_namespace(platform))
+
+    def platform(self) -> str:
+        wanted = self.params.get("platform") or "auto"
+        if wanted != "auto":
+            return t.cast(str, wanted)
+        return "openshift" if self.client.served("config.openshift.io/v1") else "kubernetes"
+
+    def nodes(self) -> t.Optional[t.List[Obj]]:
+        """The nodes for the capacity check (one LIST), None when the check is off or the account may not list them."""
+        if not self.params.get("check_capacity", True):
+            return None
+        try:
+            return read_nodes(self.client)
+        except GpuaasError as err:
+            if err.details.get("status") != 403:
+                raise
+            self.warnings.append("cannot list nodes (forbidden): the GPU capacity check was skipped")
+            return None
+
+    def model(self, nodes: t.Optional[t.List[Obj]]) -> TenantModel:
+        """The inventory, parsed and validated once (every problem at once, before anything is read or written)."""
+        model = TenantModel.from_inventory(inventory_from_params(self.params), nodes)
+        self.warnings.extend(model.warnings)
+        limit = self.params.get("limit_tenants")
+        if limit is not None:
+            unknown = [n for n in limit if model.tenant(n) is None]
+            if unknown:
+                raise GpuaasError("limit_tenants names %s, which the tenants list does not define" % ", ".join(unknown),
+                                  hint="pass the tenant (with state present or absent) in tenants as well")
+        return model
+
+    def desired_objects(self, model: TenantModel, platform: str, token: t.Optional[str], ca_data: t.Optional[str],
+                        limit: t.Optional[t.Sequence[str]] = None) -> t.List[Obj]:
+        """The desired objects of this run (only the limited tenants' with limit_tenants), built once."""
+        desired = builders.desired_objects(model, platform, token, ca_data, self.keda_namespace(platform),
+                                           builders.AdmissionSettings.from_options(self.params.get("admission")))
+        if limit is not None:
+            desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
+        return desired
+
+    @staticmethod
+    def credential_stand_in(prom: t.Any) -> t.Tuple[t.Optional[str], t.Optional[str]]:
+        """(token, CA) stand-ins of the credential gpuaas_prometheus names, None where it names none."""
+        has_token = bool(prom.token or prom.token_file or prom.token_secret)
+        return (CREDENTIAL_STAND_IN if has_token else None, CREDENTIAL_STAND_IN if prom.ca_file else None)
+
+    def with_credential(self, engine: ApplyEngine, model: TenantModel, platform: str,
+                        limit: t.Optional[t.Sequence[str]], desired: t.List[Obj], state: LiveState,
+                        scope: TenantsScope, also: t.Sequence[t.Tuple[str, str]]) -> t.Tuple[t.List[Obj], LiveState]:
+        """Read the Prometheus credential (registered as a secret) and fill it into the one object that carries it.
+
+        When the credential turns out absent after all (an empty token file), the desired set differs in shape (no
+        Secret, unauthenticated triggers): it is built and read again, the one case with a second build.
+        """
+        credential = PrometheusCredential(self.client, self.secret_sink)
+        prom = model.prometheus
+        token, ca_data = credential.token(prom), credential.ca(prom)
+        if (bool(token), bool(ca_data)) != tuple(bool(v) for v in self.credential_stand_in(prom)):
+            desired = self.desired_objects(model, platform, token, ca_data, limit)
+            state = engine.read(desired, prune=scope, also=also)
+            engine.guard(state)
+            return desired, state
+        if token or ca_data:
+            data = keda.prometheus_auth(prom, token, ca_data, self.keda_namespace(platform), {})[0]["data"]
+            for obj in desired + [d.obj for d in state.prepared]:
+                if obj["kind"] == "Secret" and obj["metadata"]["name"] == keda.PROMETHEUS_AUTH_NAME:
+                    obj["data"] = dict(data)
+        return desired, state
+
+    # -- the run --------------------------------------------------------------------------------------
+    def run(self) -> t.Dict[str, t.Any]:
+        try:
+            return self._run()
+        except ApiUnreachable as err:
+            if "stage" not in err.details:
+                err = ApiUnreachable(
+                    "%s. The run stopped there; objects already written stay as they are (each is applied whole), "
+                    "and re-running the same playbook once the API server is back converges."
+                    % err.message.rstrip("."), hint=err.hint, details=err.details)
+            err.details.pop("partial_result", None)
+            raise err
+        finally:
+            if self.lock is not None:
+                unreachable = getattr(self.client, "unreachable", None) is not None
+                warning = self.lock.release()
+                if warning and not unreachable:
+                    self.warnings.append(warning)
+
+    def _run(self) -> t.Dict[str, t.Any]:
+        p = self.params
+        nodes = self.nodes()
+        model = self.model(nodes)
+        limit = p.get("limit_tenants")
+        prune = bool(p.get("prune"))
+        declared = {x.name for x in model.tenants}
+        present = {x.name for x in model.present_tenants}
+        empty = limit is None and not declared
+        platform = self.platform()
+        engine = ApplyEngine(self.client, check_mode=self.check_mode, concurrency=p.get("concurrency") or 8,
+                             guard_ownership=True, adopt=p.get("adopt") or [],
+                             list_selector=tenants_selector(limit) if limit is not None else None)
+        kueue_version = engine.kueue_version()
+        kueue_av = "kueue.x-k8s.io/%s" % kueue_version
+
+        # Built once, with a stand-in for the Prometheus credential: which objects are desired does not depend on
+        # its value, which is read (a token file, a Secret) under the lock and filled in then (with_credential).
+        desired = self.desired_objects(model, platform, *self.credential_stand_in(model.prometheus), limit=limit)
+        scope = TenantsScope(served_kinds(self.client, kueue_av, limit, bool(p.get("delete_namespaces"))), limit,
+                             declared=None if (prune or limit is not None) else declared,
+                             keda_namespace=self.keda_namespace(platform))
+        also = [("v1", "Namespace"), (kueue_av, "ClusterQueue")]
+        state = engine.read(desired, prune=scope, also=also)
+
+        # Safe mode decisions need reads only, so a refused or empty run writes nothing (not even the lock).
+        if empty:
+            live = self.live_tenants(state)
+            if prune and not p.get("allow_empty"):
+                raise GpuaasError(
+                    "refusing to prune with an empty tenant list: it would drain and remove every tenant on the "
+                    "cluster (%d: %s)" % (len(live), ", ".join(sorted(live)) or "none yet"),
+                    hint="is the inventory missing (-i) or gpuaas_tenants misspelled? To really remove every tenant set "
+                         "gpuaas_tenants_allow_empty: true as well (or offboard them one by one with state: absent)",
+                    details={"reason": "EmptyInventory", "tenants": sorted(live)})
+            if not prune and live:
+                return self.empty_inventory_result(model, kueue_version, live, nodes, scope, state)
+
+        # Before the first write (the lock, a drain): an object of a desired name that the collection does not own
+        # fails the run now, on the state just read, so a refused run writes nothing at all.
+        engine.guard(state)
+        if self.take_lock():
+            state = self.recheck(engine, state, desired, scope, also)
+        desired, state = self.with_credential(engine, model, platform, limit, desired, state, scope, also)
+        live_cqs = [cq for cq in state.of_kind("ClusterQueue") if owned_by_tenants(cq)]
+
+        live_tenant_names = {tenant_of(cq) for cq in live_cqs} - {None}
+        removable = declared - present
+        if prune:
+            removable |= live_tenant_names - declared
+        offboard = sorted(live_tenant_names & removable)
+        if limit is not None:
+            offboard = [x for x in offboard if x in limit]
+        engine.drain(kueue_av, "ClusterQueue", [cq for cq in live_cqs if tenant_of(cq) in offboard],
+                     float(p.get("drain_timeout", 600)), self.sleep, self.clock)
+        engine.undrain(kueue_av, "ClusterQueue",
+                       [cq for cq in live_cqs if tenant_of(cq) in present and (limit is None or tenant_of(cq) in limit)])
+        recreated = self.recreate_moved_local_queues(desired, kueue_av, engine, state)
+        if self.lock is not None and self.lock.lost:
+            raise GpuaasError("this run lost the lock %s to another run before pruning; nothing was pruned"
+                              % self.lock.ref, hint="re-run when the other run has finished")
+
+        result = engine.reconcile(desired, prune=scope, state=state)
+        out = result.to_module_result(diff=self.diff)
+        redact_secret_data(out.get("diff"))
+        if recreated:
+            out["changed"] = True
+        desired_keys = {(o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in desired}
+        drift_objects = [o for o in scope.kept if ObjectRef.from_object(o).key not in desired_keys]
+        unmanaged = sorted({tenant_of(o) for o in drift_objects} - {None})
+        if limit is None and not prune:
+            unmanaged = sorted(set(unmanaged) | (live_tenant_names - declared))
+        adopted = out.get("adopted") or []
+        out.update({
+            "adopted": adopted,
+            "adopted_namespace_workloads": self.report_adoption(adopted),
+            "tenants": {x.name: list(x.namespaces) for x in model.present_tenants
+                        if limit is None or x.name in limit},
+            "offboarded": offboard,
+            "recreated_local_queues": recreated,
+            "kept_namespaces": self.kept_namespaces(state, desired, unmanaged, limit),
+            "objects": len(desired),
+            "requests": dict(result.requests),
+            "drift": self.drift(unmanaged, drift_objects, prune, skipped=False),
+        })
+        out.setdefault("api_versions", {})["kueue.x-k8s.io"] = kueue_version
+        if nodes is not None:
+            out["capacity"] = model.capacity
+        if self.lock is not None:
+            out["lock"] = {"lease": self.lock.ref, "holder": self.lock.identity, "waited": round(self.lock.waited, 1),
+                           "took_over": self.lock.took_over}
+        return out
+
+    # -- lock -----------------------------------------------------------------------------------------
+    def take_lock(self) -> bool:
+        """Hold the Lease for a run that writes; in check mode warn about a holder. True when this run holds it."""
+        p = self.params
+        if not p.get("lock", True):
+            return False
+        name, namespace = p.get("lock_name") or "gpuaas-tenants", p.get("lock_namespace") or "kube-system"
+        if self.check_mode:
+            holder = read_holder(self.client, name, namespace)
+            if holder:
+                self.warnings.append("another run (holder %s) holds the lock since %s: a real run would wait for it"
+                                     % (holder.get("holderIdentity"), holder.get("acquireTime")))
+            return False
+        self.lock = LeaseLock(self.client, name, namespace, wait=float(p.get("lock_wait", 60)),
+                              duration=int(p.get("lock_duration") or 60), sleep=self.sleep, clock=self.clock)
+        try:
+            self.lock.acquire()
+        except GpuaasError as err:
+            if err.details.get("status") != 403:
+                raise
+            # Credentials without rights on the lock Lease: run unguarded, but say so loudly.
+            self.warnings.append(
+                "the lock %s could not be taken (forbidden): this run is not guarded against a concurrent run. "
+                "Grant get, create, update and delete on leases.coordination.k8s.io in %s to the automation "
+                "account, or set gpuaas_tenants_lock: false to silence this" % (self.lock.ref, self.lock.namespace))
+            self.lock = None
+            return False
+        self.lock.start_renewal()
+        if self.lock.took_over:
+            self.warnings.append("took over the lock %s from %s, which had not renewed it for %ss (a run that "
+                                 "died?)" % (self.lock.ref, self.lock.took_over, self.lock.duration))
+        return True
+
+    def recheck(self, engine: ApplyEngine, state: LiveState, desired: t.List[Obj], scope: TenantsScope,
+                also: t.Sequence[t.Tuple[str, str]]) -> LiveState:
+        """The state as of holding the lock: the ClusterQueues listed again and compared with the state's.
+
+        Every run that writes holds the lock and changes a ClusterQueue when it changes a tenant (onboard, quota,
+        namespaces, drain, offboard), so unchanged ClusterQueues mean the state read before the lock still holds;
+        otherwise (another run finished in between) everything is read again and the ownership guard runs again.
+        Compared by uid, generation, labels and deletion, not by resourceVersion: Kueue writes the status of a busy
+        ClusterQueue every few seconds, which moves its resourceVersion (never its generation) and would make
+        every run read twice.
+        """
+        cq_av = next(av for av, kind in also if kind == "ClusterQueue")
+        try:
+            fresh = self.client.resource(cq_av, "ClusterQueue").list(label_selector=engine.list_selector)
+        except ApiException as exc:
+            raise translate_api_exception(exc, "list", "ClusterQueue")
+
+        def versions(items: t.Iterable[t.Mapping[str, t.Any]]) -> t.Dict[str, t.Any]:
+            return {i["metadata"]["name"]: (i["metadata"].get("uid"), i["metadata"].get("generation"),
+                                            sorted((i["metadata"].get("labels") or {}).items()),
+                                            i["metadata"].get("deletionTimestamp"))
+                    for i in items if owned_by_tenants(i)}
+
+        if versions(fresh) == versions(state.of_kind("ClusterQueue")):
+            return state
+        state = engine.read(desired, prune=scope, also=also)
+        engine.guard(state)
+        return state
+
+    # -- reports from the state -----------------------------------------------------------------------
+    @staticmethod
+    def live_tenants(state: LiveState) -> t.Set[str]:
+        """Tenants with objects on the cluster: owned ClusterQueues and owned (labelled) namespaces."""
+        names = {tenant_of(cq) for cq in state.of_kind("ClusterQueue") if owned_by_tenants(cq)}
+        for ns in state.of_kind("Namespace"):
+            if owned_by_tenants(ns) and not (ns.get("metadata") or {}).get("deletionTimestamp"):
+                names.add(tenant_of(ns))
+        return {n for n in names if n}
+
+    def kept_namespaces(self, state: LiveState, desired: t.Sequence[Obj], unmanaged: t.Sequence[str],
+                        limit: t.Optional[t.Sequence[str]]) -> t.List[str]:
+        """Namespaces this module created that no tenant claims any more (kept: delete_namespaces is false)."""
+        if self.params.get("delete_namespaces"):
+            return []
+        desired_ns = {o["metadata"]["name"] for o in desired if o["kind"] == "Namespace"}
+        kept = []
+        for ns in state.of_kind("Namespace"):
+            if not owned_by_tenants(ns):
+                continue
+            name = ns["metadata"]["name"]
+            owner = (ns["metadata"].get("labels") or {}).get(TENANT_LABEL)
+            if ns["metadata"].get("deletionTimestamp"):
+                continue  # already being deleted (e.g. an earlier offboarding with delete_namespaces): not kept
+            if owner in unmanaged:
+                continue  # an unmanaged tenant's namespace: drift, not a kept namespace
+            if name not in desired_ns and (limit is None or owner in limit):
+                kept.append(name)
+        return sorted(kept)
+
+    def report_adoption(self, adopted: t.Sequence[t.Mapping[str, t.Any]]) -> t.List[t.Dict[str, t.Any]]:
+        """Warn about adopted objects; return the GPU workloads of adopted namespaces the policy would refuse."""
+        if not adopted:
+            return []
+        verb = "would adopt" if self.check_mode else "adopted"
+        self.warnings.append("%s %d object%s that gpuaas.platform did not manage (labelled, then managed and pruned "
+                             "like its own): %s" % (verb, len(adopted), "" if len(adopted) == 1 else "s", ", ".join(
+                                 "%s (%s; managers: %s)" % (adoption_name(a["kind"], a["name"], a.get("namespace")),
+                                                            a.get("reason"), ", ".join(a.get("managers") or []) or "none")
+                                 for a in adopted)))
+        namespaces = sorted(a["name"] for a in adopted if a["kind"] == "Namespace")
+        objects: t.List[t.Dict[str, t.Any]] = []
+        unreadable: t.List[str] = []
+        for api_version, kind in builders.ADOPTION_WORKLOAD_KINDS:
+            for ns in namespaces:
+                try:
+                    items = self.client.resource(api_version, kind).list(namespace=ns)
+                except ApiException as exc:
+                    err = translate_api_exception(exc, "list", "%s in namespace %s" % (kind, ns))
+                    if err.details.get("status") != 403:
+                        raise err
+                    unreadable.append("%s in %s" % (kind, ns))  # a least-privilege account: say so, do not fail
+                    continue
+                for item in items:
+                    item.setdefault("kind", kind)
+                    objects.append(item)
+        if unreadable:
+            self.warnings.append("cannot list %s (forbidden): the GPU workloads of the adopted namespaces that the "
+                                 "admission policy would refuse were not checked there; grant list on them or check "
+                                 "by hand" % ", ".join(unreadable))
+        refused = builders.workloads_refused_on_update(objects)
+        if refused:
+            self.warnings.append(
+                "%d existing GPU workload%s in adopted namespaces carr%s no label %s: the admission policy %s refuses "
+                "%s next update (add the label, pointing at a LocalQueue of the tenant, to submit %s through Kueue): %s"
+                % (len(refused), "" if len(refused) == 1 else "s", "ies" if len(refused) == 1 else "y",
+                   builders.QUEUE_LABEL, builders.POLICY_NAME, "its" if len(refused) == 1 else "their",
+                   "it" if len(refused) == 1 else "them",
+                   ", ".join("%s %s/%s (%s)" % (w["kind"], w["namespace"], w["name"], ", ".join(w["resources"]))
+                             for w in refused)))
+        return refused
+
+    def drift(self, unmanaged: t.Sequence[str], objects: t.Sequence[t.Mapping[str, t.Any]], prune: bool,
+              skipped: bool) -> t.Dict[str, t.Any]:
+        refs = sorted((ObjectRef.from_object(o) for o in objects), key=lambda r: r.key)
+        shared = sorted((ObjectRef.from_object(o) for o in objects if not tenant_of(o)), key=lambda r: r.key)
+        if unmanaged:
+            self.warnings.append(
+                "%d tenant%s on the cluster %s not in the inventory and %s left untouched (gpuaas_tenants_prune is "
+                "false): %s. Add %s to gpuaas_tenants, offboard with state: absent, or set gpuaas_tenants_prune: true "
+                "to remove every tenant missing from the inventory."
+                % (len(unmanaged), "" if len(unmanaged) == 1 else "s", "is" if len(unmanaged) == 1 else "are",
+                   "was" if len(unmanaged) == 1 else "were", ", ".join(unmanaged),
+                   "it" if len(unmanaged) == 1 else "them"))
+        if shared:
+            self.warnings.append(
+                "%d shared object%s no longer in the inventory kept (gpuaas_tenants_prune is false): %s"
+                % (len(shared), "" if len(shared) == 1 else "s", ", ".join(str(r) for r in shared[:10])
+                   + (" …" if len(shared) > 10 else "")))
+        return {"prune": prune, "unmanaged_tenants": list(unmanaged), "skipped_writes": skipped,
+                "unmanaged_objects": [r.to_dict() for r in refs]}
+
+    def empty_inventory_result(self, model: TenantModel, kueue_version: str, live: t.Set[str],
+                               nodes: t.Any, scope: TenantsScope, state: LiveState) -> t.Dict[str, t.Any]:
+        """An empty tenant list against a cluster with tenants, prune off: read only, report, write nothing."""
+        objects: t.List[t.Mapping[str, t.Any]] = [o for items in state.candidates(scope).values() for o in items]
+        objects += scope.kept
+        self.warnings.append(
+            "the tenant list is empty but the cluster has %d tenant%s: nothing was written (a forgotten -i or a "
+            "misspelled gpuaas_tenants?)" % (len(live), "" if len(live) == 1 else "s"))
+        out: t.Dict[str, t.Any] = {
+            "changed": False, "summary": {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0},
+            "created": [], "updated": [], "deleted": [], "tenants": {}, "offboarded": [],
+            "recreated_local_queues": [], "kept_namespaces": [], "objects": 0, "requests": {},
+            "adopted": [], "adopted_namespace_workloads": [],
+            "api_versions": {"kueue.x-k8s.io": kueue_version},
+            "drift": self.drift(sorted(live), objects, False, skipped=True),
+        }
+        if self.diff:
+            out["diff"] = []
+        if nodes is not None:
+            out["capacity"] = model.capacity
+        return out
+
+    def recreate_moved_local_queues(self, desired: t.Sequence[t.Mapping[str, t.Any]], kueue_av: str,
+                                    engine: ApplyEngine, state: LiveState) -> t.List[str]:
+        """Delete owned LocalQueues whose (immutable) clusterQueue differs from the desired one.
+
+        The live LocalQueue of each desired key is in the state whoever's tenant label it carries (a namespace
+        moved from another tenant): LISTed, or read with GET when a limited run's selector left it out.
+        """
+        wanted = {(o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"]["clusterQueue"]
+                  for o in desired if o["kind"] == "LocalQueue"}
+        stale = []
+        for (namespace, name), cluster_queue in sorted(wanted.items()):
+            lq = state.objects.get(("LocalQueue", namespace, name))
+            if lq is not None and owned_by_tenants(lq) and (lq.get("spec") or {}).get("clusterQueue") != cluster_queue:
+                stale.append(ObjectRef(kueue_av, "LocalQueue", name, namespace))
+        if stale:
+            engine.recreate(stale, wait_timeout=60)
+            if not self.check_mode:
+                state.forget(r.key for r in stale)  # gone now: the reconcile creates them
+        return ["%s/%s" % (r.namespace, r.name) for r in stale]
+
+
+# The module's options (besides the connection options of k8s_auth); documented in plugins/modules/tenants.py.
+TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
+    flavors=dict(type="list", elements="dict", default=[]),
+    cohorts=dict(type="list", elements="dict", default=[]),
+    priorities=dict(type="list", elements="dict", default=[]),
+    tenants=dict(type="list", elements="dict", default=[]),
+    prometheus=dict(type="dict", no_log=False),
+    allow_overcommit=dict(type="bool", default=False),
+    check_capacity=dict(type="bool", default=True),
+    delete_namespaces=dict(type="bool", default=False),
+    drain_timeout=dict(type="int", default=600),
+    limit_tenants=dict(type="list", elements="str"),
+    platform=dict(type="str", choices=["auto", "kubernetes", "openshift"], default="auto"),
+    keda_namespace=dict(type="str"),
+    admission=dict(type="dict", default={}, options=dict(
+        platform_namespaces=dict(type="list", elements="str"),
+        workload_controllers=dict(type="list", elements="str"),
+        kueue_users=dict(type="list", elements="str"),
+        automation_users=dict(type="list", elements="str"),
+        automation_groups=dict(type="list", elements="str"),
+    )),
+    concurrency=dict(type="int", default=8),
+    prune=dict(type="bool", default=False),
+    allow_empty=dict(type="bool", default=False),
+    lock=dict(type="bool", default=True),
+    lock_namespace=dict(type="str", default="kube-system"),
+    lock_name=dict(type="str", default="gpuaas-tenants"),
+    lock_wait=dict(type="int", default=60),
+    lock_duration=dict(type="int", default=60),
+    adopt=dict(type="list", elements="str", default=[]),
+)
