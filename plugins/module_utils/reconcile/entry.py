@@ -10,33 +10,17 @@ from __future__ import annotations
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
-    K8S_AUTH_ARG_SPEC,
-    KubeAnsibleModule,
-    get_client,
-    register_secrets,
-)
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import get_client
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
 REDACTED = "<redacted>"
 
 
-class InventoryModule(KubeAnsibleModule):
-    """KubeAnsibleModule that also registers ``prometheus.token`` before the invocation is logged.
-
-    ``prometheus`` and a kubeconfig given as a dict are not ``no_log`` options (dicts with other, harmless keys);
-    their secret values go to ``no_log_values`` before ``_log_invocation`` writes the parameters to
-    syslog/journald, and so are masked there and in every result.
-    """
-
-    def register_secrets(self) -> None:
-        register_module_secrets(self)
-
-
-def register_module_secrets(module: t.Any) -> None:
-    register_secrets(module)
-    token = (module.params.get("prometheus") or {}).get("token")
-    if token:
-        module.no_log_values.add(str(token))
+class InventoryModule(GpuaasModule):
+    """The collection's one module base (``module_base.GpuaasModule``): the connection options, and every
+    credential — kubeconfig secrets, ``prometheus.token`` inline, from a token file or from the AWX credential's
+    environment — registered before ``_log_invocation`` writes the parameters to syslog/journald, so they are
+    masked there and in every result. Its own name only says which modules run an inventory-wide runner."""
 
 
 def redact_secret_data(diffs: t.Optional[t.List[t.Dict[str, t.Any]]]) -> None:
@@ -55,12 +39,9 @@ def run_module(argument_spec: t.Mapping[str, t.Any], make_runner: t.Callable[[t.
 
     ``make_runner(module)`` returns an object with ``client``, ``warnings``, ``secret_sink`` and ``run()``.
     """
-    spec = dict(argument_spec)
-    spec.update(K8S_AUTH_ARG_SPEC)
-    module = InventoryModule(argument_spec=spec, supports_check_mode=True)
+    module = InventoryModule(argument_spec=argument_spec, supports_check_mode=True)  # registers every secret
     runner = make_runner(module)
-    runner.secret_sink = module.no_log_values.add
-    register_module_secrets(module)  # also when invocation logging is off (no_log, ANSIBLE_NO_LOG)
+    runner.secret_sink = module.register_secret  # a token read later (a Secret): as given, stripped, base64
     try:
         runner.client = get_client(module)
         result = runner.run()
