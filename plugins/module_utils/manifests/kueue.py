@@ -30,11 +30,15 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_va
     TOLERATION_OPERATORS,
     WITHIN_CQ_POLICIES,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_rules import (
+    MAX_NODE_LABELS,
+    lends_above_nominal,
+    too_many_node_labels,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import normalize_quantity, quantity_value
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 
-MAX_NODE_LABELS = 8
 MAX_NODE_TAINTS = 8
 MAX_TOLERATIONS = 8
 MAX_RESOURCE_GROUPS = 16
@@ -282,7 +286,7 @@ def build_resource_groups(groups: t.Optional[t.Sequence[t.Mapping[str, t.Any]]],
                     lq = _check_quantity(problems, "%s lending_limit" % rw, lending)
                     if not allow_limits:
                         problems.append("%s: lending_limit is set but %s" % (rw, limits_reason))
-                    if lq is not None and nq is not None and lq > nq:
+                    if lq is not None and lends_above_nominal(lending, nominal):
                         problems.append("%s: lending_limit %s is above nominal_quota %s; a queue can only lend "
                                         "what it has" % (rw, lending, nominal))
                     entry["lendingLimit"] = normalize_quantity(lending)
@@ -310,7 +314,7 @@ def resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]] = No
         if not isinstance(node_labels, dict):
             problems.append("node_labels must be a mapping label -> value")
         else:
-            if len(node_labels) > MAX_NODE_LABELS:
+            if too_many_node_labels(node_labels):
                 problems.append("node_labels has %d labels; Kueue allows at most %d per flavor (pick the labels that "
                                 "identify the node pool, e.g. nvidia.com/gpu.product)" % (len(node_labels), MAX_NODE_LABELS))
             for k, v in node_labels.items():
