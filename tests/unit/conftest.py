@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import tempfile
@@ -16,7 +17,10 @@ def _ensure_collection_path() -> None:
     if parts[-3:] == ["ansible_collections", "gpuaas", "platform"]:
         base = os.sep.join(parts[:-3])
     else:
-        base = os.path.join(tempfile.gettempdir(), "gpuaas-unit-%d" % os.getuid())
+        # one link per checkout: two checkouts (worktrees, a CI clone beside a dev tree) testing at once must
+        # never import each other's code through a shared link
+        checkout = hashlib.sha256(ROOT.encode("utf-8")).hexdigest()[:10]
+        base = os.path.join(tempfile.gettempdir(), "gpuaas-unit-%d-%s" % (os.getuid(), checkout))
         link = os.path.join(base, "ansible_collections", "gpuaas", "platform")
         os.makedirs(os.path.dirname(link), exist_ok=True)
         if os.path.realpath(link) != ROOT:
