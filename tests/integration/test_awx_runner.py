@@ -9,6 +9,8 @@ the Prometheus credential GPUAAS_PROMETHEUS_URL and gpuaas_prometheus_validate_c
 `ansible-runner transmit | ansible-runner worker | ansible-runner process`, AWX's receptor path.
 The token only holds tests/integration/files/awx/rbac.yml and rbac-lock.yml, the minimum RBAC docs/awx.md documents.
 make test-matrix runs this file with every ansible-core of the matrix.
+"Nothing written" is read from the API server's audit log as the job's own ServiceAccount (`sa_writes`): the
+conftest's audit_writes leaves out every system: user, so it cannot see this job's writes.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import contextlib
+
 import pytest
 import yaml
 
@@ -30,6 +34,10 @@ BIN = Path(sys.executable).parent
 NAMESPACE = "gpuaas-awx-runner"
 SA = "awx-job"
 TENANT = "awx-speech"
+EXISTING = "awx-existing"  # onboarded from the survey, then onboarded again (create refused, update merged)
+SCALER = "awx-scaler"  # an inventory tenant with autoscaling, updated from the survey
+SA_USER = "system:serviceaccount:%s:%s" % (NAMESPACE, SA)
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 WRAPPERS = ("onboard_tenant", "offboard_tenant", "validate")
 
 
@@ -83,11 +91,12 @@ def _cleanup(core, rbac, kube) -> None:
                 raise
     cq = kube.resources.get(api_version="kueue.x-k8s.io/v1beta2" if _kueue_v1beta2(kube) else "kueue.x-k8s.io/v1beta1",
                             kind="ClusterQueue")
-    try:
-        cq.delete(name=TENANT)
-    except Exception:  # noqa: BLE001 - absent is fine
-        pass
-    for ns in ("%s-dev" % TENANT, "%s-prod" % TENANT):
+    for name in (TENANT, EXISTING, SCALER):
+        try:
+            cq.delete(name=name)
+        except Exception:  # noqa: BLE001 - absent is fine
+            pass
+    for ns in ("%s-dev" % TENANT, "%s-prod" % TENANT, EXISTING, SCALER):
         try:
             core.delete_namespace(ns)
         except ApiException as exc:
@@ -135,7 +144,8 @@ def awx_job(lab, token, tmp_path):
                        "gpuaas_validate_step": "10s", "gpuaas_validate_on_failure": "fail",
                        "gpuaas_validate_report_path": str(tmp_path / "report")})
 
-    def _run(playbook: str, extravars: str, envvars: dict | None = None, timeout: int = 300) -> Job:
+    def _run(playbook: str, extravars: str, envvars: dict | None = None, timeout: int = 300,
+             inventory_vars: dict | None = None) -> Job:
         pdd = tmp_path / ("pdd-" + uuid.uuid4().hex[:6])
         worker_dir = tmp_path / ("worker-" + uuid.uuid4().hex[:6])
         (pdd / "project").mkdir(parents=True)
@@ -144,7 +154,7 @@ def awx_job(lab, token, tmp_path):
                 "---\n- name: gpuaas.platform %s\n  ansible.builtin.import_playbook: gpuaas.platform.%s\n" % (name, name))
         (pdd / "inventory" / "group_vars").mkdir(parents=True)
         (pdd / "inventory" / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}}))
-        (pdd / "inventory" / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars))
+        (pdd / "inventory" / "group_vars" / "all.yml").write_text(yaml.safe_dump(dict(group_vars, **(inventory_vars or {}))))
         (pdd / "env").mkdir()
         (pdd / "env" / "extravars").write_text(extravars)
         # AWX writes the credential's CA into the job's env/ and points K8S_AUTH_SSL_CA_CERT at it (inside the
@@ -172,6 +182,37 @@ def awx_job(lab, token, tmp_path):
     return _run
 
 
+class SaWrites:
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+
+    def describe(self) -> str:
+        return "\n".join("%s %s -> %s" % (e["verb"], e["requestURI"], e.get("responseStatus", {}).get("code"))
+                         for e in self.events)
+
+
+@pytest.fixture
+def sa_writes(lab):
+    """sa_writes() -> context manager: the write requests the job's ServiceAccount sent to the API server (audit log)."""
+    @contextlib.contextmanager
+    def _window():
+        offset = os.path.getsize(lab.audit_log)
+        window = SaWrites()
+        yield window
+        time.sleep(0.5)
+        with open(lab.audit_log, encoding="utf-8") as f:
+            f.seek(offset)
+            for line in f:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if ev.get("verb") in WRITE_VERBS and ev.get("user", {}).get("username") == SA_USER \
+                        and ev.get("stage", "ResponseComplete") == "ResponseComplete":
+                    window.events.append(ev)
+    return _window
+
+
 def _unsafe_yaml(answers: dict) -> str:
     """env/extravars as AWX writes them: every string tagged !unsafe."""
     lines = ["---"]
@@ -186,9 +227,12 @@ GOOD = {"tenant_name": TENANT, "tenant_namespaces": "%s-dev, %s-prod" % (TENANT,
         "gpuaas_prometheus_validate_certs": "True"}
 
 
-def test_onboard_validate_offboard_as_awx_runs_them(lab, kube, awx_job):
-    job = awx_job("onboard_tenant", _unsafe_yaml(GOOD))
+def test_onboard_validate_offboard_as_awx_runs_them(lab, kube, awx_job, sa_writes):
+    with sa_writes() as writes:
+        job = awx_job("onboard_tenant", _unsafe_yaml(GOOD))
     assert job.status == "successful" and job.rc == 0, job.explain()
+    # the audit reader of the refusal tests sees this job's writes (it is not blind to the ServiceAccount)
+    assert [e for e in writes.events if "/clusterqueues" in e["requestURI"]], writes.describe()
     res = job.results("runner_on_ok", "Reconcile the GPU tenancy")
     assert len(res) == 1, job.explain()
     created = {(o.get("kind"), o.get("name")) for o in res[0]["created"]}
@@ -247,13 +291,14 @@ BAD = [
 
 
 @pytest.mark.parametrize("override,message", BAD, ids=["gpus", "template", "system-group", "flavor"])
-def test_bad_answers_fail_with_the_playbooks_message(kube, awx_job, audit_writes, override, message):
+def test_bad_answers_fail_with_the_playbooks_message(kube, awx_job, audit_writes, sa_writes, override, message):
     answers = dict(GOOD, **override)
     marker = Path("/tmp/gpuaas-awx-pwned")
     marker.unlink(missing_ok=True)
-    with audit_writes() as writes:
+    with audit_writes() as writes, sa_writes() as sa:
         job = awx_job("onboard_tenant", _unsafe_yaml(answers))
     assert job.status == "failed" and job.rc == 2, job.explain()
+    assert sa.events == [], sa.describe()
     # one failed task; a looped check (group names) reports its message in the runner_item_on_failed event
     assert len([e for e in job.events if e["event"] == "runner_on_failed"]) == 1, job.explain()
     failed = [" ".join(str(e["event_data"]["res"].get("msg", "")) for e in job.events
@@ -263,6 +308,150 @@ def test_bad_answers_fail_with_the_playbooks_message(kube, awx_job, audit_writes
         assert json.dumps(value)[1:-1] in failed[0] or value in failed[0], "the answer is shown as given: %s" % failed[0]
     assert not marker.exists(), "an answer was templated"
     assert writes.events == [], writes.describe()
+
+# ---------------------------------------------------------------- issue 24: what a launcher must not be able to do
+
+SAFETY_ATTACKS = [
+    ("gpuaas_tenants_prune", True),
+    # the survey's tenant with another tenant's namespace, past the claim check: the module would get this list
+    ("gpuaas_tenants_override", [{"name": TENANT, "namespaces": ["nlp-train"],
+                                  "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 1}}]}]),
+    ("gpuaas_allow_insecure_tls", True),
+]
+
+
+@pytest.mark.parametrize("playbook", ["onboard_tenant", "offboard_tenant"])
+@pytest.mark.parametrize("var,value", SAFETY_ATTACKS, ids=[a[0] for a in SAFETY_ATTACKS])
+def test_extra_vars_setting_a_safety_variable_are_refused(kube, awx_job, sa_writes, playbook, var, value):
+    """A launch whose extra vars (env/extravars, as AWX writes them) set prune, override or insecure TLS beside valid
+    answers: the playbook refuses it, names the variable, and the job writes nothing. For TLS the credential also
+    turns verification off, so the refusal is what stands between the job and an unverified API server."""
+    answers = GOOD if playbook == "onboard_tenant" else {"tenant_name": TENANT, "delete_namespaces": "false"}
+    extravars = _unsafe_yaml(answers) + "%s: %s\n" % (var, json.dumps(value))
+    env = {"K8S_AUTH_VERIFY_SSL": "False", "K8S_AUTH_SSL_CA_CERT": ""} if var == "gpuaas_allow_insecure_tls" else None
+    with sa_writes() as writes:
+        job = awx_job(playbook, extravars, env)
+    assert job.status == "failed" and job.rc == 2, job.explain()
+    failed = [e["event_data"]["res"].get("msg", "") for e in job.events if e["event"] == "runner_item_on_failed"]
+    assert any("%s was set from extra vars" % var in m for m in failed), job.explain()
+    assert not job.results("runner_on_ok", "Reconcile the GPU tenancy"), job.explain()
+    assert writes.events == [], writes.describe()
+
+
+def _priority_classes(kube) -> None:
+    """The inventory's WorkloadPriorityClasses, as a full reconcile leaves them (created as the lab admin)."""
+    from kubernetes.dynamic.exceptions import ConflictError
+
+    api = "kueue.x-k8s.io/v1beta2" if _kueue_v1beta2(kube) else "kueue.x-k8s.io/v1beta1"
+    wpc = kube.resources.get(api_version=api, kind="WorkloadPriorityClass")
+    base = yaml.safe_load((REPO / "playbooks/inventory/lab/group_vars/all/tenants.yml").read_text())
+    for prio in base["gpuaas_priorities"]:
+        try:
+            wpc.create(body={"apiVersion": api, "kind": "WorkloadPriorityClass",
+                             "metadata": {"name": prio["name"], "labels": {"app.kubernetes.io/managed-by": "gpuaas.platform"}},
+                             "value": prio["value"]})
+        except ConflictError:
+            pass
+
+
+def _cluster_queue(kube, name: str) -> dict:
+    api = "kueue.x-k8s.io/v1beta2" if _kueue_v1beta2(kube) else "kueue.x-k8s.io/v1beta1"
+    return kube.resources.get(api_version=api, kind="ClusterQueue").get(name=name).to_dict()
+
+
+def _quotas(cq: dict) -> dict:
+    return {(f["name"], r["name"]): str(r["nominalQuota"]) for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+            for r in f["resources"]}
+
+
+def test_onboarding_an_existing_tenant_needs_update_and_then_merges(kube, awx_job, sa_writes):
+    """A tenant onboarded from the survey (on the cluster only): onboarding the name again is refused with nothing
+    written; with "update" the answers are merged into what the cluster holds (its h100 quota survives a cpu
+    update); "update" of an unknown name is refused too; it is offboarded from the survey."""
+    first = {"tenant_name": EXISTING, "tenant_flavor": "h100", "tenant_gpus": 2, "tenant_cpu": "8",
+             "tenant_memory": "32Gi", "tenant_users_group": "existing-team"}
+    job = awx_job("onboard_tenant", _unsafe_yaml(first))
+    assert job.status == "successful", job.explain()
+    before = _cluster_queue(kube, EXISTING)
+
+    again = dict(first, tenant_gpus=1, tenant_flavor="cpu")
+    with sa_writes() as writes:
+        job = awx_job("onboard_tenant", _unsafe_yaml(again))
+    assert job.status == "failed", job.explain()
+    assert 'tenant "%s" already exists (on the cluster' % EXISTING in " ".join(job.stdout.split()), job.explain()
+    assert writes.events == [], writes.describe()
+    assert _cluster_queue(kube, EXISTING)["spec"] == before["spec"]
+
+    with sa_writes() as writes:
+        job = awx_job("onboard_tenant", _unsafe_yaml({"tenant_action": "update", "tenant_name": EXISTING + "-typo",
+                                                      "tenant_flavor": "h100", "tenant_gpus": 1}))
+    assert job.status == "failed" and "does not exist" in " ".join(job.stdout.split()), job.explain()
+    assert writes.events == [], writes.describe()
+
+    # the update reads the tenant back with kueue_import, which checks the namespaces' allowed priorities against the
+    # cluster's WorkloadPriorityClasses: a full reconcile (the reconcile template) makes them; a limited run does not
+    _priority_classes(kube)
+    update = {"tenant_action": "update", "tenant_name": EXISTING, "tenant_flavor": "cpu", "tenant_gpus": 0,
+              "tenant_cpu": "4", "tenant_memory": "16Gi", "tenant_admins_group": "existing-leads"}
+    job = awx_job("onboard_tenant", _unsafe_yaml(update))
+    assert job.status == "successful", job.explain()
+    quotas = _quotas(_cluster_queue(kube, EXISTING))
+    assert quotas[("h100", "nvidia.com/gpu")] == "2" and quotas[("h100", "cpu")] == "8", quotas
+    assert quotas[("cpu", "cpu")] == "4" and quotas[("cpu", "memory")] == "16Gi", quotas
+    bindings = kube.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="RoleBinding").get(namespace=EXISTING).to_dict()
+    subjects = {s["name"] for b in bindings["items"] for s in (b.get("subjects") or [])}
+    assert {"existing-team", "existing-leads"} <= subjects, subjects
+
+    job = awx_job("offboard_tenant", _unsafe_yaml({"tenant_name": EXISTING, "delete_namespaces": "true", "drain_timeout": 30}))
+    assert job.status == "successful", job.explain()
+    assert job.results("runner_on_ok", "Reconcile the GPU tenancy")[0]["offboarded"] == [EXISTING]
+
+
+def test_update_of_an_inventory_tenant_keeps_its_scaled_objects_and_other_quotas(lab, kube, awx_job):
+    """An inventory tenant with two quotas and autoscaling, updated from the survey twice: each run changes only the
+    answered flavor's quota; the other quota and the ScaledObject stay (never deleted)."""
+    from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+    try:
+        scaled = kube.resources.get(api_version="keda.sh/v1alpha1", kind="ScaledObject")
+    except ResourceNotFoundError:
+        pytest.skip("KEDA CRDs are not in this lab (LAB_COMPONENTS)")
+    tenant = {"name": SCALER, "namespaces": [SCALER],
+              "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 1, "cpu": 4, "memory": "8Gi"}},
+                         {"flavor": "cpu", "resources": {"nvidia.com/gpu": 0, "cpu": 2, "memory": "4Gi"}}],
+              "autoscaling": [{"name": "server", "namespace": SCALER, "target": {"kind": "Deployment", "name": "server"},
+                               "max_replicas": 2, "idle_scale_to_zero": {"after_minutes": 15}}]}
+    base = yaml.safe_load((REPO / "playbooks/inventory/lab/group_vars/all/tenants.yml").read_text())
+    inv = {"gpuaas_tenants": [{k: v for k, v in t.items() if k != "autoscaling"} for t in base["gpuaas_tenants"]
+                              if t["name"] == "nlp"] + [tenant],
+           "gpuaas_prometheus": {"url": lab.prometheus_url}}
+    # a tenant the inventory lists exists: "create" is refused before anything is written
+    job = awx_job("onboard_tenant", _unsafe_yaml({"tenant_name": SCALER, "tenant_flavor": "h100", "tenant_gpus": 1}),
+                  inventory_vars=inv)
+    assert job.status == "failed" and "already exists (in the inventory)" in " ".join(job.stdout.split()), job.explain()
+
+    job = awx_job("onboard_tenant", _unsafe_yaml({"tenant_action": "update", "tenant_name": SCALER, "tenant_flavor": "h100",
+                                                  "tenant_gpus": 2}), inventory_vars=inv)
+    assert job.status == "successful", job.explain()
+    objects = scaled.get(namespace=SCALER).to_dict()["items"]
+    assert len(objects) == 1 and "server" in objects[0]["metadata"]["name"], objects
+    uid = objects[0]["metadata"]["uid"]
+    quotas = _quotas(_cluster_queue(kube, SCALER))
+    assert quotas[("h100", "nvidia.com/gpu")] == "2" and quotas[("h100", "cpu")] == "4" and quotas[("cpu", "cpu")] == "2", quotas
+
+    job = awx_job("onboard_tenant", _unsafe_yaml({"tenant_action": "update", "tenant_name": SCALER, "tenant_flavor": "cpu",
+                                                  "tenant_gpus": 0, "tenant_cpu": "3"}), inventory_vars=inv)
+    assert job.status == "successful", job.explain()
+    res = job.results("runner_on_ok", "Reconcile the GPU tenancy")[0]
+    assert not [o for o in res["deleted"] if o.get("kind") == "ScaledObject"], res["deleted"]
+    # the same object, never deleted and recreated
+    assert [o["metadata"]["uid"] for o in scaled.get(namespace=SCALER).to_dict()["items"]] == [uid]
+    quotas = _quotas(_cluster_queue(kube, SCALER))
+    assert quotas[("cpu", "cpu")] == "3" and quotas[("h100", "nvidia.com/gpu")] == "1", quotas  # the inventory's h100
+
+    job = awx_job("offboard_tenant", _unsafe_yaml({"tenant_name": SCALER, "delete_namespaces": "true", "drain_timeout": 30}),
+                  inventory_vars=inv)
+    assert job.status == "successful", job.explain()
 
 
 def test_tls_verification_silently_off_is_refused(awx_job):

@@ -251,7 +251,12 @@ def test_survey_choices_come_from_the_inventory(rendered):
     assert onboard["tenant_flavor"]["choices"] == ["h100", "a100-mig"]
     assert onboard["tenant_cohort"]["choices"] == ["research", "prod"]
     offboard = {q["variable"]: q for q in t["offboard"]["survey_spec"]["spec"]}
-    assert offboard["tenant_name"]["choices"] == ["nlp", "vision"]  # not the tenant already marked absent
+    # any name: a tenant onboarded from the survey is not in the inventory; the description lists the inventory's
+    # present tenants (not the one already marked absent)
+    assert offboard["tenant_name"]["type"] == "text" and "choices" not in offboard["tenant_name"]
+    assert offboard["tenant_name"]["question_description"].endswith("the inventory lists nlp, vision")
+    assert onboard["tenant_action"]["choices"] == ["create", "update"] and onboard["tenant_action"]["default"] == "create"
+    assert onboard["tenant_action"]["required"] is True
 
 
 def test_survey_variables_equal_what_the_playbooks_read(rendered):
@@ -276,15 +281,21 @@ def test_without_cohorts_the_onboard_survey_has_no_cohort_questions(tmp_path):
     assert t["offboard"]["survey_spec"]["spec"][0]["type"] == "text"
 
 
+# docs/production.md's accounts: install (a short-lived administrator) for install and automation RBAC,
+# gpuaas-tenants for reconcile/onboard/offboard, gpuaas-observability, gpuaas-validate; node_pool_scaledown its own
+ACCOUNT_OF = {"install": "gpuaas-cluster-admin", "automation_rbac": "gpuaas-cluster-admin",
+              "reconcile": "gpuaas-tenants", "onboard": "gpuaas-tenants", "offboard": "gpuaas-tenants",
+              "validate": "gpuaas-validate", "observability": "gpuaas-observability",
+              "node_pool_scaledown": "gpuaas-node-pools"}
+
+
 def test_job_templates_and_workflow(rendered):
     t = _templates(rendered)
-    assert set(t) == {"install", "reconcile", "onboard", "offboard", "validate"}
+    assert set(t) == set(ACCOUNT_OF)
     collection_playbooks = {p.stem for p in (ROOT / "playbooks").glob("*.yml")}
     for key, jt in t.items():
         m = re.match(r"^playbooks/gpuaas_(\w+)\.yml$", jt["playbook"])
         assert m and m.group(1) in collection_playbooks, jt["playbook"]
-        assert jt["credentials"][0] == "gpuaas-cluster"
-        assert ("gpuaas-prometheus" in jt["credentials"]) == (key != "install")
     wf = rendered["controller_workflows"][0]
     nodes = {n["identifier"]: n for n in wf["workflow_nodes"]}
     names = {jt["name"] for jt in rendered["controller_templates"]}
@@ -294,6 +305,96 @@ def test_job_templates_and_workflow(rendered):
     # awx.awx workflow_job_template: related must list all four, even if empty
     for node in nodes.values():
         assert set(node["related"]) == {"success_nodes", "failure_nodes", "always_nodes", "credentials"}
+
+
+def test_every_job_template_runs_with_its_accounts_credential(rendered):
+    """One cluster credential per template, the account production.md gives its playbook: the administrator's
+    (short-lived) only on install and automation RBAC, never on a day-2 or scheduled template."""
+    for key, jt in _templates(rendered).items():
+        cluster = [c for c in jt["credentials"] if c != "gpuaas-prometheus"]
+        assert cluster == [ACCOUNT_OF[key]], (key, jt["credentials"])
+        assert ("gpuaas-prometheus" in jt["credentials"]) == (key in ("reconcile", "onboard", "offboard", "validate")), key
+    admin = {k for k, jt in _templates(rendered).items() if "gpuaas-cluster-admin" in jt["credentials"]}
+    assert admin == {"install", "automation_rbac"}
+
+
+def test_no_template_asks_for_variables_credentials_or_inventory_on_launch(rendered):
+    """Issue 24: ask_variables_on_launch on a survey template lets a launcher pass gpuaas_tenants_prune,
+    gpuaas_tenants_override or gpuaas_allow_insecure_tls past every survey check; a credential or inventory asked on
+    launch would swap the account or the tenant list. Nothing is asked; the survey templates keep their survey."""
+    surveyed = [x for x in rendered["controller_templates"] + rendered["controller_workflows"] if x.get("survey_enabled")]
+    assert {x["name"] for x in surveyed} == {"GPUaaS onboard", "GPUaaS offboard", "GPUaaS onboard tenant and validate"}
+    for obj in rendered["controller_templates"] + rendered["controller_workflows"]:
+        assert obj["ask_variables_on_launch"] is False, obj["name"]
+        asked = [k for k, v in obj.items() if k.startswith("ask_") and v is not False]
+        assert asked == [], (obj["name"], asked)
+        assert "extra_vars" not in obj, obj["name"]
+    for obj in surveyed:
+        assert obj["survey_spec"]["spec"], obj["name"]
+
+
+def test_the_role_renders_no_template_that_asks_for_variables_whatever_the_inventory(tmp_path):
+    """Also with a minimal inventory (no flavors, cohorts or tenants: text questions) nothing asks for variables."""
+    out = tmp_path / "aap.yml"
+    proc = run_playbook(ROOT / "playbooks" / "aap_config.yml", tmp_path, inventory={},
+                        extra=["-e", "gpuaas_aap_output_file=%s" % out, "-e", "gpuaas_aap_apply=never"])
+    assert proc.returncode == 0, proc.stdout
+    rendered = yaml.safe_load(out.read_text())
+    assert [o["name"] for o in rendered["controller_templates"] + rendered["controller_workflows"]
+            if o.get("ask_variables_on_launch") is not False] == []
+    # and apply.yml passes the rendered value on (not a default of the controller module)
+    apply = yaml.safe_load((ROOT / "roles" / "aap_config" / "tasks" / "apply.yml").read_text())
+    for task in apply:
+        module = next(k for k in task if k not in ("name", "loop", "loop_control", "when"))
+        if module in ("job_template", "workflow_job_template"):
+            assert task[module]["ask_variables_on_launch"] == "{{ item.ask_variables_on_launch }}", module
+
+
+def test_schedules_run_existing_templates(rendered):
+    names = {jt["name"] for jt in rendered["controller_templates"]}
+    schedules = {s["unified_job_template"]: s for s in rendered["controller_schedules"]}
+    assert set(schedules) == {"GPUaaS node_pool_scaledown", "GPUaaS observability", "GPUaaS validate",
+                              "GPUaaS automation_rbac"}
+    assert set(schedules) <= names
+    for s in schedules.values():
+        assert re.match(r"^DTSTART:\d{8}T\d{6}Z RRULE:FREQ=(MINUTELY|HOURLY|DAILY|WEEKLY);INTERVAL=\d+$", s["rrule"]), s
+    assert "FREQ=MINUTELY" in schedules["GPUaaS node_pool_scaledown"]["rrule"]
+    assert schedules["GPUaaS node_pool_scaledown"]["enabled"] is True
+    # the administrator credential is short-lived: its schedule is rendered disabled
+    assert schedules["GPUaaS automation_rbac"]["enabled"] is False
+
+
+def test_prerequisites_are_rendered_only_when_given(rendered, tmp_path):
+    for key in ("controller_projects", "controller_inventories", "controller_inventory_sources",
+                "controller_execution_environments"):
+        assert rendered[key] == [], key
+    out = tmp_path / "aap.yml"
+    proc = run_playbook(ROOT / "playbooks" / "aap_config.yml", tmp_path, inventory=INVENTORY,
+                        extra=["-e", "gpuaas_aap_output_file=%s" % out, "-e", "gpuaas_aap_apply=never",
+                               "-e", "gpuaas_aap_project_scm_url=https://git.example.com/gpu-site.git",
+                               "-e", "gpuaas_aap_execution_environment_image=registry.example.com/gpuaas-ee:1"])
+    assert proc.returncode == 0, proc.stdout
+    full = yaml.safe_load(out.read_text())
+    jt = _templates(full)["onboard"]
+    assert [p["name"] for p in full["controller_projects"]] == [jt["project"]]
+    assert full["controller_projects"][0]["scm_url"] == "https://git.example.com/gpu-site.git"
+    assert [i["name"] for i in full["controller_inventories"]] == [jt["inventory"]]
+    src = full["controller_inventory_sources"][0]
+    assert (src["inventory"], src["source"], src["source_project"], src["source_path"]) == \
+        (jt["inventory"], "scm", jt["project"], "inventory")
+    assert full["controller_execution_environments"] == [
+        {"name": jt["execution_environment"], "organization": "Default", "image": "registry.example.com/gpuaas-ee:1",
+         "pull": "missing"}]
+    assert "controller_credentials" not in full  # tokens never pass through the role
+
+
+def test_a_job_whose_account_has_no_credential_is_refused(tmp_path):
+    out = tmp_path / "aap.yml"
+    proc = run_playbook(ROOT / "playbooks" / "aap_config.yml", tmp_path, inventory=INVENTORY,
+                        extra=["-e", "gpuaas_aap_output_file=%s" % out, "-e", "gpuaas_aap_apply=never",
+                               "-e", json.dumps({"gpuaas_aap_credentials": {"tenants": "t", "install": "a"}})])
+    assert proc.returncode == 2 and "must name the credential of every account" in proc.stdout, proc.stdout[-2000:]
+    assert not out.exists()
 
 
 # ---------------------------------------------------------------- credentials
@@ -343,6 +444,7 @@ def test_awx_kubernetes_bearer_token_env_is_what_the_client_reads(monkeypatch):
 # ---------------------------------------------------------------- answers as AWX sends them
 
 AWX_ANSWERS = """---
+tenant_action: !unsafe 'create'
 tenant_name: !unsafe 'speech'
 tenant_namespaces: !unsafe 'speech-dev, speech-prod'
 tenant_flavor: !unsafe 'h100'
@@ -385,9 +487,9 @@ def test_awx_typed_answers_pass_the_tenants_role_argument_spec_untemplated(tmp_p
             {"name": "argument spec", "ansible.builtin.validate_argument_spec": {
                 "argument_spec": spec["argument_specs"]["main"]["options"],
                 # gpuaas_tenants: checked key by key (gpuaas_tenants_override is only a list of dicts to the spec)
-                "provided_arguments": {"gpuaas_tenants": ["{{ _tenant }}"]}}},
+                "provided_arguments": {"gpuaas_tenants": ["{{ _new_tenant }}"]}}},
             {"name": "dump", "ansible.builtin.copy": {
-                "dest": str(tmp_path / "tenant.json"), "content": "{{ _tenant | to_json }}", "mode": "0644"}},
+                "dest": str(tmp_path / "tenant.json"), "content": "{{ _new_tenant | to_json }}", "mode": "0644"}},
         ]}]))
     proc = run_playbook(playbook, tmp_path, AWX_ANSWERS, inventory=INVENTORY)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -482,10 +584,11 @@ class CallbackModule(CallbackBase):
 
 
 DAY2_CASES = [
-    ("onboard_tenant", "---\ntenant_name: !unsafe 'speech'\ntenant_flavor: !unsafe 'h100'\ntenant_gpus: 2\n"
-                       "tenant_namespaces: !unsafe 'nlp'\n",
+    # an update of an inventory tenant needs no cluster read before the module (a new name asks the cluster first)
+    ("onboard_tenant", "---\ntenant_action: !unsafe 'update'\ntenant_name: !unsafe 't007'\ntenant_flavor: !unsafe 'h100'\n"
+                       "tenant_gpus: 2\ntenant_namespaces: !unsafe 'nlp'\n",
      # the namespace of the inventory's nlp: the module's claim check sees both tenants
-     {"name": "speech", "namespaces": ["nlp"], "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": "2"}}],
+     {"name": "t007", "namespaces": ["t007-a", "nlp"], "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": "2"}}],
       "access": {}, "state": "present"}),
     ("offboard_tenant", "---\ntenant_name: !unsafe 't007'\n", {"name": "t007", "state": "absent"}),
 ]
@@ -538,3 +641,156 @@ def test_playbooks_default_the_controller_local_interpreter():
     # the playbooks the audit of issue 15 found without it are among the checked ones
     assert {"tenants", "onboard_tenant", "offboard_tenant", "demo", "automation_rbac", "node_pool_scaledown",
             "validate", "install", "observability", "aap_config"} <= set(checked), checked
+
+
+# ---------------------------------------------------------------- extra vars cannot set what the playbooks decide
+
+GOOD_ANSWERS = "---\ntenant_name: !unsafe 'speech'\ntenant_flavor: !unsafe 'h100'\ntenant_gpus: 1\n"
+
+# (playbook, extra var, value): a launcher (or a job template's extra_vars) trying to switch a safety off
+EXTRA_VAR_ATTACKS = [
+    ("onboard_tenant", "gpuaas_tenants_prune", True),
+    ("onboard_tenant", "gpuaas_tenants_override", [{"name": "speech", "namespaces": ["kube-system"],
+                                                     "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 1}}]}]),
+    ("onboard_tenant", "gpuaas_allow_insecure_tls", True),
+    ("onboard_tenant", "gpuaas_tenants_limit", []),  # an empty limit reconciles every tenant
+    ("onboard_tenant", "_dns_label", ".*"),  # the playbook's own check pattern
+    ("onboard_tenant", "_subject", ".*"),
+    ("onboard_tenant", "_new_tenant", {"name": "speech", "namespaces": ["kube-system"], "quotas": []}),
+    # knowing a pin does not help: the value is compared with two different literals
+    ("onboard_tenant", "gpuaas_tenants_prune", "gpuaas-pin-1"),
+    ("onboard_tenant", "gpuaas_allow_insecure_tls", "gpuaas-pin-2"),
+    ("offboard_tenant", "gpuaas_tenants_prune", True),
+    ("offboard_tenant", "gpuaas_tenants_override", []),
+    ("offboard_tenant", "gpuaas_allow_insecure_tls", True),
+    ("offboard_tenant", "gpuaas_delete_namespaces", True),  # the survey's delete_namespaces decides
+]
+
+
+@pytest.mark.parametrize("playbook,var,value", EXTRA_VAR_ATTACKS,
+                         ids=["%s-%s-%d" % (c[0][:3], c[1], i) for i, c in enumerate(EXTRA_VAR_ATTACKS)])
+def test_extra_vars_cannot_set_what_the_playbook_decides(tmp_path, playbook, var, value):
+    """The launcher's view: valid survey answers plus one extra var. The play stops at its first tasks, naming the
+    variable, before anything talks to the cluster (K8S_AUTH_HOST points nowhere: a connection would fail otherwise)."""
+    answers = GOOD_ANSWERS + "%s: %s\n" % (var, json.dumps(value))
+    proc = run_playbook(ROOT / "playbooks" / ("%s.yml" % playbook), tmp_path, answers, inventory=INVENTORY,
+                        env={"K8S_AUTH_HOST": "https://127.0.0.1:9", "K8S_AUTH_API_KEY": "x"})
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert "%s was set from extra vars" % var in out, proc.stdout[-3000:]
+    assert "TASK [Check the survey answers]" not in proc.stdout, proc.stdout[-3000:]
+    assert "Reconcile" not in proc.stdout and "Look for the tenant" not in proc.stdout
+
+
+def test_the_same_value_in_the_inventory_is_not_refused(tmp_path):
+    """The check refuses extra vars, not the setting: gpuaas_allow_insecure_tls from the inventory (a lab without a
+    CA) passes the pins, and the TLS check then honours it (the run goes on to the cluster lookup)."""
+    proc = run_playbook(ROOT / "playbooks" / "onboard_tenant.yml", tmp_path, GOOD_ANSWERS,
+                        inventory=dict(INVENTORY, gpuaas_allow_insecure_tls=True, gpuaas_tenants_prune=True),
+                        env={"K8S_AUTH_KUBECONFIG": str(tmp_path / "missing"), "K8S_AUTH_VERIFY_SSL": "false"})
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert "set from extra vars" not in proc.stdout and "K8S_AUTH_VERIFY_SSL is false" not in proc.stdout
+    assert "TASK [Look for the tenant on the cluster" in proc.stdout, proc.stdout[-3000:]
+
+
+def _tasks(playbook: str) -> list[dict]:
+    return yaml.safe_load((ROOT / "playbooks" / ("%s.yml" % playbook)).read_text())[0]["tasks"]
+
+
+@pytest.mark.parametrize("playbook", ["onboard_tenant", "offboard_tenant"])
+def test_the_pins_cover_every_variable_the_playbook_decides(playbook):
+    """Both pin tasks come first, loop over the same names, pin each to a different literal, and cover the safety
+    variables, every variable of the play, every fact or registered result and every variable handed to the role."""
+    play = yaml.safe_load((ROOT / "playbooks" / ("%s.yml" % playbook)).read_text())[0]
+    tasks = play["tasks"]
+    first, second = tasks[0], tasks[1]
+    assert "first pin" in first["name"] and "second pin" in second["name"]
+    pins = []
+    for task, literal in ((first, "gpuaas-pin-1"), (second, "gpuaas-pin-2")):
+        assert task["ansible.builtin.assert"]["that"] == "lookup('ansible.builtin.vars', _gpuaas_pinned) == '%s'" % literal
+        assert task["loop_control"] == {"loop_var": "_gpuaas_pinned"}
+        assert set(task["vars"].values()) == {literal}
+        assert sorted(task["vars"]) == sorted(task["loop"])
+        pins.append(set(task["loop"]))
+    assert pins[0] == pins[1]
+    decided = set((play.get("vars") or {})) - {"ansible_python_interpreter"}
+    for task in tasks[2:]:
+        decided |= set(task.get("ansible.builtin.set_fact") or {})
+        if "register" in task:
+            decided.add(task["register"])
+        if "ansible.builtin.include_role" in task:
+            decided |= set(task.get("vars") or {})
+    decided -= {"gpuaas_prometheus"}  # inventory data (the lab runner passes it as an extra var); folded, not decided
+    assert decided <= pins[0], decided - pins[0]
+    assert {"gpuaas_tenants_prune", "gpuaas_tenants_override", "gpuaas_allow_insecure_tls", "gpuaas_tenants_limit"} <= pins[0]
+
+
+def test_onboarding_an_inventory_tenant_without_update_is_refused_before_the_cluster(tmp_path):
+    proc = run_playbook(ROOT / "playbooks" / "onboard_tenant.yml", tmp_path,
+                        "---\ntenant_name: !unsafe 'nlp'\ntenant_flavor: !unsafe 'h100'\ntenant_gpus: 1\n",
+                        inventory=INVENTORY, env={"K8S_AUTH_HOST": "https://127.0.0.1:9", "K8S_AUTH_API_KEY": "x"})
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 2 and 'tenant "nlp" already exists (in the inventory)' in out, proc.stdout[-3000:]
+    assert 'answer "update"' in out and "Nothing was changed" in out
+    assert "Reconcile" not in proc.stdout
+
+
+def test_an_unknown_action_is_refused(tmp_path):
+    proc = run_playbook(ROOT / "playbooks" / "onboard_tenant.yml", tmp_path, GOOD_ANSWERS + "tenant_action: !unsafe 'replace'\n",
+                        inventory=INVENTORY, env={"K8S_AUTH_HOST": "https://127.0.0.1:9"})
+    assert proc.returncode == 2 and "must be create or update" in " ".join(proc.stdout.split()), proc.stdout[-3000:]
+
+
+MERGE_INVENTORY = dict(INVENTORY, gpuaas_flavors=[{"name": "h100"}, {"name": "cpu"}], gpuaas_tenants=[
+    {"name": "nlp", "namespaces": ["nlp-train", "nlp-serve"], "cohort": "research",
+     "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 8, "cpu": 96}, "borrowing_limit": {"nvidia.com/gpu": 4}},
+                {"flavor": "cpu", "resources": {"cpu": 32}}],
+     "access": {"admins": ["nlp-leads"], "users": ["nlp-team"]},
+     "queues": [{"name": "interactive", "namespaces": ["nlp-train"]}],
+     "autoscaling": [{"name": "vllm", "namespace": "nlp-serve", "target": {"kind": "Deployment", "name": "vllm"},
+                      "max_replicas": 2}]},
+    {"name": "vision", "namespaces": ["vision"], "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 1}}]}])
+
+
+def test_update_merges_into_the_inventory_tenant(tmp_path):
+    """update of an inventory tenant: the answered flavor's quota changes key by key, a namespace and a group are
+    added; the other quota, the queues and the autoscaling reach the module unchanged; other tenants as they are."""
+    (tmp_path / "callbacks").mkdir()
+    (tmp_path / "callbacks" / "capture_args.py").write_text(CAPTURE_CALLBACK)
+    capture = tmp_path / "capture.jsonl"
+    answers = ("---\ntenant_action: !unsafe 'update'\ntenant_name: !unsafe 'nlp'\ntenant_flavor: !unsafe 'h100'\n"
+               "tenant_gpus: 10\ntenant_namespaces: !unsafe 'nlp-eval'\ntenant_users_group: !unsafe 'nlp-interns'\n")
+    proc = run_playbook(ROOT / "playbooks" / "onboard_tenant.yml", tmp_path, answers, inventory=MERGE_INVENTORY,
+                        env={"ANSIBLE_CALLBACK_PLUGINS": str(tmp_path / "callbacks"), "ANSIBLE_CALLBACKS_ENABLED": "capture_args",
+                             "CAPTURE_FILE": str(capture), "K8S_AUTH_KUBECONFIG": str(tmp_path / "missing-kubeconfig")})
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    failed = [e for e in (json.loads(line) for line in capture.read_text().splitlines()) if "failed" in e]
+    assert len(failed) == 1 and "Reconcile the GPU tenancy" in failed[0]["failed"], failed
+    args = failed[0]["args"]
+    assert args["limit_tenants"] == ["nlp"] and args["prune"] in (False, "False")
+    assert args["tenants"][0] == MERGE_INVENTORY["gpuaas_tenants"][1]
+    nlp = args["tenants"][1]
+    base = MERGE_INVENTORY["gpuaas_tenants"][0]
+    assert nlp["namespaces"] == ["nlp-train", "nlp-serve", "nlp-eval"]
+    assert nlp["quotas"] == [{"flavor": "h100", "resources": {"nvidia.com/gpu": "10", "cpu": 96},
+                              "borrowing_limit": {"nvidia.com/gpu": 4}}, base["quotas"][1]]
+    assert nlp["access"] == {"admins": ["nlp-leads"], "users": ["nlp-team", "nlp-interns"]}
+    assert nlp["autoscaling"] == base["autoscaling"] and nlp["queues"] == base["queues"]
+    assert nlp["cohort"] == "research" and nlp["state"] == "present"
+
+
+def test_update_adds_a_quota_of_a_new_flavor(tmp_path):
+    plays = yaml.safe_load((ROOT / "playbooks" / "onboard_tenant.yml").read_text())
+    play_vars = dict(plays[0]["vars"], _gpuaas_existing_tenant=MERGE_INVENTORY["gpuaas_tenants"][1])
+    playbook = tmp_path / "merge.yml"
+    playbook.write_text(yaml.safe_dump([{"name": "merge", "hosts": "localhost", "gather_facts": False, "vars": play_vars,
+                                         "tasks": [{"name": "dump", "ansible.builtin.copy": {
+                                             "dest": str(tmp_path / "t.json"), "content": "{{ _merged_tenant | to_json }}",
+                                             "mode": "0644"}}]}]))
+    proc = run_playbook(playbook, tmp_path, "---\ntenant_name: vision\ntenant_flavor: cpu\ntenant_gpus: 0\ntenant_cpu: '4'\n",
+                        inventory=MERGE_INVENTORY)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    merged = json.loads((tmp_path / "t.json").read_text())
+    assert merged["quotas"] == [{"flavor": "h100", "resources": {"nvidia.com/gpu": 1}},
+                                {"flavor": "cpu", "resources": {"nvidia.com/gpu": "0", "cpu": "4"}}]
+    assert merged["namespaces"] == ["vision"] and merged["access"] == {}

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The execution environment definition (execution-environment/): what `ansible-builder create` renders, what its
-introspection finds in this collection, that it stays out of the collection artifact, and the helm installer."""
+"""The execution environment definitions (execution-environment/: the AWX one and the AAP variant on
+ee-minimal-rhel9): what `ansible-builder create` renders for each, what its introspection finds in this collection,
+that they stay out of the collection artifact, and the helm installer."""
 
 from __future__ import annotations
 
@@ -24,9 +25,13 @@ BIN = Path(sys.executable).parent
 EE_DIR = ROOT / "execution-environment"
 
 
-def _builder_create(tmp_path: Path) -> Path:
+AWX_EE = "execution-environment.yml"
+AAP_EE = "execution-environment-aap.yml"
+
+
+def _builder_create(tmp_path: Path, definition: str = AWX_EE) -> Path:
     ctx = tmp_path / "context"
-    proc = subprocess.run([str(BIN / "ansible-builder"), "create", "-f", str(EE_DIR / "execution-environment.yml"),
+    proc = subprocess.run([str(BIN / "ansible-builder"), "create", "-f", str(EE_DIR / definition),
                            "-c", str(ctx), "--output-filename", "Containerfile"],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -38,6 +43,49 @@ def context(tmp_path_factory) -> Path:
     return _builder_create(tmp_path_factory.mktemp("ee"))
 
 
+@pytest.fixture(scope="module")
+def aap_context(tmp_path_factory) -> Path:
+    return _builder_create(tmp_path_factory.mktemp("ee-aap"), AAP_EE)
+
+
+def _stage(text: str, name: str) -> str:
+    start = text.index("FROM %s AS %s" % ("$EE_BASE_IMAGE" if name == "base" else "base", name))
+    nxt = text.find("\nFROM ", start + 1)
+    return text[start:nxt if nxt > 0 else len(text)]
+
+
+def test_aap_variant_keeps_the_platforms_ansible_core(aap_context: Path):
+    """ee-minimal-rhel9 ships AAP's supported ansible-core and ansible-runner: nothing may pip-install its own over
+    them, the package manager is microdnf (the image has no dnf), and the build checks the base image's ansible."""
+    text = (aap_context / "Containerfile").read_text()
+    assert 'ARG EE_BASE_IMAGE="registry.redhat.io/ansible-automation-platform-' in text
+    assert "/ee-minimal-rhel9:" in text.split("\n", 1)[0]
+    assert 'ARG PKGMGR="/usr/bin/microdnf"' in text and "/usr/bin/dnf" not in text
+    assert "ANSIBLE_INSTALL_REFS" not in text
+    pip_lines = [line for line in text.splitlines() if "pip install" in line]
+    assert pip_lines and not [line for line in pip_lines if "ansible" in line], pip_lines
+    # no distribution Python installed beside the image's own (PYPKG), and the image's ansible is checked
+    assert "PYPKG" not in text
+    assert "check_ansible $PYCMD" in _stage(text, "final")
+
+
+def test_awx_variant_installs_its_own_ansible_core(context: Path):
+    """The AWX definition is the one that pins ansible-core (CentOS Stream has none): the difference is deliberate."""
+    text = (context / "Containerfile").read_text()
+    assert 'ARG PKGMGR="/usr/bin/dnf"' in text and "ansible-core>=2.16" in text and "centos" in text
+
+
+def test_both_variants_ship_the_same_collections_helm_and_checks():
+    awx = yaml.safe_load((EE_DIR / AWX_EE).read_text())
+    aap = yaml.safe_load((EE_DIR / AAP_EE).read_text())
+    for key in ("version", "build_arg_defaults", "additional_build_files", "additional_build_steps"):
+        assert aap[key] == awx[key], key
+    assert aap["dependencies"]["galaxy"] == awx["dependencies"]["galaxy"]
+    assert not {"ansible_core", "ansible_runner", "python_interpreter"} & set(aap["dependencies"])
+    assert aap["options"]["package_manager_path"] == "/usr/bin/microdnf"
+    assert "ee-minimal-rhel9" in aap["images"]["base_image"]["name"]
+
+
 def test_definition_is_ansible_builder_v3():
     ee = yaml.safe_load((EE_DIR / "execution-environment.yml").read_text())
     assert ee["version"] == 3
@@ -47,7 +95,9 @@ def test_definition_is_ansible_builder_v3():
     assert any(c.get("type") == "file" and "gpuaas-platform" in c["name"] for c in galaxy["collections"])
 
 
-def test_containerfile_installs_collections_helm_and_checks_them(context: Path):
+@pytest.mark.parametrize("variant", ["awx", "aap"])
+def test_containerfile_installs_collections_helm_and_checks_them(context: Path, aap_context: Path, variant: str):
+    context = context if variant == "awx" else aap_context
     text = (context / "Containerfile").read_text()
     final = text[text.index("FROM base AS final"):]
     assert "ansible-galaxy collection install" in text and "-r requirements.yml" in text
@@ -109,6 +159,7 @@ def test_ee_definition_stays_out_of_the_collection_artifact(tmp_path: Path):
     assert "meta/ee-bindep.txt" in names and "meta/execution-environment.yml" in names
     assert "roles/aap_config/tasks/main.yml" in names
     assert not [n for n in names if n.startswith("execution-environment")]
+    assert (EE_DIR / AAP_EE).is_file() and (EE_DIR / AWX_EE).is_file()
 
 
 class _Files(http.server.BaseHTTPRequestHandler):
