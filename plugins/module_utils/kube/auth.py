@@ -17,7 +17,11 @@ import os
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.library import kubernetes, urllib3
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.library import (
+    kubernetes,
+    silence_insecure_request_warnings,
+    urllib3,
+)
 
 K8S_AUTH_ARG_SPEC: t.Dict[str, t.Dict[str, t.Any]] = {
     "kubeconfig": {"type": "raw"},
@@ -209,6 +213,8 @@ def build_configuration(auth: t.Dict[str, t.Any]) -> t.Any:
         configuration.api_key = {"authorization": "Bearer %s" % auth["api_key"]}
     if auth.get("validate_certs") is not None:
         configuration.verify_ssl = bool(auth["validate_certs"])
+    if not getattr(configuration, "verify_ssl", True):
+        silence_insecure_request_warnings()
     if auth.get("ca_cert"):
         configuration.ssl_ca_cert = auth["ca_cert"]
     if auth.get("client_cert"):

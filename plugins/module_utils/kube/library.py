@@ -33,9 +33,17 @@ except ImportError as _imp_err:  # pragma: no cover - reported by check_requirem
 
 try:
     import urllib3
-    urllib3.disable_warnings()
 except ImportError:  # pragma: no cover
     urllib3 = None  # type: ignore[assignment]
+
+
+def silence_insecure_request_warnings() -> None:
+    """Silence urllib3's per-request InsecureRequestWarning — called only when this run's connection asked for
+    ``validate_certs: false`` (issue 22 item 9: never for the whole process by import, never for a verified one)."""
+    if urllib3 is not None:
+        import warnings
+
+        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 
 def check_requirements() -> None:

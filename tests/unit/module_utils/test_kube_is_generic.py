@@ -30,3 +30,19 @@ def test_inventory_quantity_is_the_kube_quantity():
     for name in ("parse_quantity", "quantity_value", "quantity_text", "normalize_quantity", "is_accelerator",
                  "ACCELERATOR_PREFIXES", "QUANTITY_EXAMPLES"):
         assert getattr(inventory_quantity, name) is getattr(quantity, name), name
+
+
+def test_importing_kube_leaves_tls_warnings_on():
+    """Issue 22 item 9: importing the collection's kube/ code must not silence urllib3's InsecureRequestWarning for
+    the whole process; only a connection with validate_certs false silences it."""
+    import subprocess
+    import sys
+
+    code = ("import warnings, urllib3\n"
+            "from ansible_collections.gpuaas.platform.plugins.module_utils.kube import client  # noqa\n"
+            "with warnings.catch_warnings(record=True) as seen:\n"
+            "    warnings.warn('unverified', urllib3.exceptions.InsecureRequestWarning)\n"
+            "print(len(seen))\n")
+    out = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(__import__("os").environ, PYTHONPATH=":".join(sys.path)))
+    assert out.stdout.strip() == "1", (out.stdout, out.stderr)
