@@ -15,6 +15,14 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quotas i
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import Access, ExtraQueue, Tenant
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import Validator
 
+# The platform's own namespaces: the admission policy exempts them (gpuaas_admission.platform_namespaces overrides
+# this default), so a tenant may never claim one — its GPU pods would be outside every rule. Defined once here; the
+# policy (manifests/admission.py) and the tenants run's cross-check (reconcile/tenancy_runner.py) read it.
+DEFAULT_PLATFORM_NAMESPACES: t.Tuple[str, ...] = (
+    "kube-system", "kueue-system", "openshift-kueue-operator", "gpu-operator", "nvidia-gpu-operator",
+    "node-feature-discovery", "openshift-nfd", "keda", "openshift-keda", "monitoring", "openshift-monitoring",
+    "openshift-user-workload-monitoring")
+
 # Namespaces a tenant can never claim.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "kueue-system", "keda",
                      "gpu-operator", "nvidia-gpu-operator", "openshift", "monitoring")
@@ -91,6 +99,10 @@ def _namespaces(check: Validator, tenant_path: str, value: t.Any, present: bool,
             continue
         if ns in SYSTEM_NAMESPACES or ns.startswith(SYSTEM_NAMESPACE_PREFIXES):
             check.err(path, "%r is a system namespace; tenants need their own namespaces" % ns)
+            continue
+        if ns in DEFAULT_PLATFORM_NAMESPACES:
+            check.err(path, "%r is a platform namespace (the admission policy exempts it: "
+                            "gpuaas_admission.platform_namespaces); tenants need their own namespaces" % ns)
             continue
         if ns in namespaces:
             check.err(path, "namespace %r is listed twice" % ns)

@@ -31,6 +31,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_in
     Integration,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, add_ownership
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.tenants import DEFAULT_PLATFORM_NAMESPACES
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.quantity import ACCELERATOR_PREFIXES, is_accelerator
 
 VAP_V = "admissionregistration.k8s.io/v1"
@@ -45,10 +46,6 @@ ALLOWED_PRIORITIES_ANNOTATION = "gpuaas.io/allowed-priorities"
 # owners cannot label their Namespace objects, exactly as with ``gpuaas.io/tenant``).
 PLATFORM_LABEL = "gpuaas.io/platform"
 
-DEFAULT_PLATFORM_NAMESPACES: t.Tuple[str, ...] = (
-    "kube-system", "kueue-system", "openshift-kueue-operator", "gpu-operator", "nvidia-gpu-operator",
-    "node-feature-discovery", "openshift-nfd", "keda", "openshift-keda", "monitoring", "openshift-monitoring",
-    "openshift-user-workload-monitoring")
 # Identities whose Pods (and child Jobs/StatefulSets) are admitted on the strength of their parent object,
 # which went through this policy and through Kueue: Kubernetes' Job controller (Job -> Pods) and the operators
 # of Kueue's CRD frameworks that create pods or child workloads themselves. Never decided by ownerReferences,

@@ -25,6 +25,7 @@ import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import InventoryError, problem_count
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, ApiUnreachable, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, read_holder
@@ -97,6 +98,7 @@ class TenancyRunner:
         """The inventory, parsed and validated once (every problem at once, before anything is read or written)."""
         model = TenantModel.from_inventory(inventory_from_params(self.params), nodes)
         self.warnings.extend(model.warnings)
+        self.check_platform_namespaces(model)
         limit = self.params.get("limit_tenants")
         if limit is not None:
             unknown = [n for n in limit if model.tenant(n) is None]
@@ -104,6 +106,20 @@ class TenancyRunner:
                 raise GpuaasError("limit_tenants names %s, which the tenants list does not define" % ", ".join(unknown),
                                   hint="pass the tenant (with state present or absent) in tenants as well")
         return model
+
+    def check_platform_namespaces(self, model: TenantModel) -> None:
+        """A tenant namespace the admission policy exempts would be unguarded (issue 22 item 6): the inventory's
+        platform namespaces (gpuaas_admission.platform_namespaces, else the default the parser already checks)
+        and the tenants' namespaces are one cross-checked list, before anything is read or written."""
+        platform = set(builders.AdmissionSettings.from_options(self.params.get("admission")).platform_namespaces)
+        problems = ["gpuaas_tenants: namespace %r of tenant %r is also a platform namespace in "
+                    "gpuaas_admission.platform_namespaces, where the admission policy does not apply; remove it "
+                    "from one of the two lists" % (ns, tenant.name)
+                    for tenant in model.tenants for ns in tenant.namespaces if ns in platform]
+        if problems:
+            raise InventoryError("The GPU tenancy inventory has %s; nothing was changed." % problem_count(len(problems)),
+                                 hint="a namespace is either a tenant's or the platform's, never both",
+                                 problems=problems)
 
     def desired_objects(self, model: TenantModel, platform: str, token: t.Optional[str], ca_data: t.Optional[str],
                         limit: t.Optional[t.Sequence[str]] = None) -> t.List[Obj]:

@@ -218,3 +218,13 @@ def test_default_queue_false_needs_a_queue_per_namespace():
     assert vision.suggested_queue("vision-prod") == "training"
     inv["gpuaas_tenants"][1]["default_queue"] = "no"
     assert "gpuaas_tenants[1].default_queue: must be true or false" in "\n".join(problems(inv))
+
+
+def test_a_platform_namespace_cannot_be_a_tenants():
+    """Issue 22 item 6: the namespaces the admission policy exempts are refused as tenant namespaces."""
+    inv = example()
+    inv["gpuaas_tenants"][0]["namespaces"] = ["node-feature-discovery", "openshift-nfd"]
+    text = "\n".join(problems(inv))
+    assert "gpuaas_tenants[0].namespaces[0]: 'node-feature-discovery' is a platform namespace" in text
+    # openshift-* is a system prefix: refused as such
+    assert "gpuaas_tenants[0].namespaces[1]: 'openshift-nfd' is a system namespace" in text

@@ -496,3 +496,16 @@ def test_check_mode_takes_no_lock_but_warns_about_a_holder(converged):
     rec.run()
     assert not [c for c in client.calls if c[0].startswith("lock-")]
     assert any("another run (holder other-run) holds the lock" in w for w in rec.warnings), rec.warnings
+
+
+def test_a_tenant_namespace_in_the_custom_platform_list_is_refused_before_any_request():
+    """Issue 22 item 6: gpuaas_admission.platform_namespaces and the tenants' namespaces are cross-checked."""
+    client = FakeClient(NODES)
+    p = params(admission={"platform_namespaces": ["gpu-operator", "nlp-serve"]})
+    with pytest.raises(InventoryError) as info:
+        run(client, p)
+    assert info.value.problems == [
+        "gpuaas_tenants: namespace 'nlp-serve' of tenant 'nlp' is also a platform namespace in "
+        "gpuaas_admission.platform_namespaces, where the admission policy does not apply; remove it from one of the "
+        "two lists"]
+    assert client.writes() == []
