@@ -330,6 +330,11 @@ def test_scaled_object_cannot_take_the_platform_credential(installed, lab):
             "ClusterTriggerAuthentication gpuaas-prometheus is the platform Prometheus credential",
             "use a TriggerAuthentication in namespace %s" % A)
     refused(as_tenant(lab, scaled_object(lab.prometheus_url)), "only the gpuaas.platform automation may reference it")
+    # issue 22 item 2: the node pools' credential (same token) is pinned the same way, whether or not pools exist yet
+    pools = scaled_object("http://attacker.example:9090")
+    pools["spec"]["triggers"][0]["authenticationRef"]["name"] = "gpuaas-prometheus-node-pools"
+    refused(as_tenant(lab, pools),
+            "ClusterTriggerAuthentication gpuaas-prometheus-node-pools is the platform Prometheus credential")
     # the collection's own ScaledObject (from the inventory) is there and points at the platform Prometheus
     mine = get_json(lab, "scaledobject.keda.sh", "-n", A, "serve")
     assert mine["spec"]["triggers"][0]["metadata"]["serverAddress"] == lab.prometheus_url

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import node_pools
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_integrations import (
     ADMISSION_GATE,
     PRIORITY_LABEL,
@@ -65,7 +66,8 @@ DEFAULT_KUEUE_USERS: t.Tuple[str, ...] = (
     "system:serviceaccount:openshift-kueue-operator:kueue-controller-manager",
 )
 # The credentials the collection creates for KEDA, which only its own identity may reference.
-DEFAULT_PLATFORM_CREDENTIALS: t.Tuple[str, ...] = (keda.PROMETHEUS_AUTH_NAME,)
+# Every ClusterTriggerAuthentication the collection creates (the tenants' and the node pools', issue 22 item 2).
+DEFAULT_PLATFORM_CREDENTIALS: t.Tuple[str, ...] = (keda.PROMETHEUS_AUTH_NAME, node_pools.PROMETHEUS_AUTH_NAME)
 
 
 @dataclass
@@ -197,6 +199,10 @@ def _variables(settings: AdmissionSettings, frameworks: t.Sequence[Integration],
         {"name": "triggers", "expression":
             "variables.isScaler && has(object.spec.triggers) ? object.spec.triggers : []"},
         {"name": "usesPlatformAuth", "expression": "variables.triggers.exists(tr, %s)" % _platform_auth_cel(credentials)},
+        # the platform credential this object names, for the messages
+        {"name": "platformAuthName", "expression":
+            "variables.usesPlatformAuth ? variables.triggers.filter(tr, %s)[0].authenticationRef.name : ''"
+            % _platform_auth_cel(credentials)},
         {"name": "triggersUnchanged", "expression":
             "request.operation == 'UPDATE' && oldObject != null && has(oldObject.spec.triggers) && "
             "oldObject.spec.triggers == variables.triggers"},
@@ -299,10 +305,11 @@ def _validations(credentials: t.Sequence[str], prometheus_server: t.Optional[str
         {   # 10. the platform's Prometheus credentials: only the collection's identity writes triggers using them
             "expression": "!variables.usesPlatformAuth || variables.triggersUnchanged || variables.byAutomation",
             "messageExpression":
-                "'The ClusterTriggerAuthentication %s is the platform Prometheus credential: only the "
-                "gpuaas.platform automation may reference it. Ask the platform team to declare this autoscaler in "
-                "the inventory (gpuaas_tenants[].autoscaling), or use a TriggerAuthentication in namespace ' + "
-                "request.namespace + ' with a credential of your own.'" % credential_names,
+                "'The ClusterTriggerAuthentication ' + variables.platformAuthName + ' is the platform Prometheus "
+                "credential: only the gpuaas.platform automation may reference it (and %s). Ask the platform team "
+                "to declare this autoscaler in the inventory (gpuaas_tenants[].autoscaling), or use a "
+                "TriggerAuthentication in namespace ' + request.namespace + ' with a credential of your own.'"
+                % credential_names,
             "reason": "Forbidden",
         },
         {   # 11. ... and only towards the platform's Prometheus
@@ -311,9 +318,9 @@ def _validations(credentials: t.Sequence[str], prometheus_server: t.Optional[str
                           "tr.metadata.serverAddress == %s))"
                           % (_platform_auth_cel(credentials), _cel_list([prometheus_server or ""])[1:-1]),
             "messageExpression":
-                "'The credential %s may only be sent to the platform Prometheus %s: set serverAddress to it, or use "
-                "a TriggerAuthentication of your own for another server.'"
-                % (credential_names, prometheus_server or "(none configured)"),
+                "'The credential ' + variables.platformAuthName + ' may only be sent to the platform Prometheus %s: "
+                "set serverAddress to it, or use a TriggerAuthentication of your own for another server.'"
+                % (prometheus_server or "(none configured)"),
             "reason": "Forbidden",
         },
     ]

@@ -40,7 +40,12 @@ def test_every_platform_credential_is_pinned():
     assert "tr.authenticationRef.name in ['gpuaas-prometheus', 'gpuaas-prometheus-node-pools']" in uses
     pinned = policy["spec"]["validations"][-1]
     assert "tr.authenticationRef.name in ['gpuaas-prometheus', 'gpuaas-prometheus-node-pools']" in pinned["expression"]
-    assert "gpuaas-prometheus-node-pools" in pinned["messageExpression"]
+    # the refusal names the credential the object used (one message for any of them)
+    assert "variables.platformAuthName" in pinned["messageExpression"]
+    assert ".filter(tr, " in _variables(policy)["platformAuthName"]
+    # issue 22 item 2: by default both credentials the collection creates are pinned, the node pools' included
+    default_policy, _binding = admission.admission_policy(None, "http://prom:9090")
+    assert "['gpuaas-prometheus', 'gpuaas-prometheus-node-pools']" in _variables(default_policy)["usesPlatformAuth"]
 
 
 def test_policy_objects_carry_the_labels_given():
