@@ -309,6 +309,7 @@ def test_bad_answers_fail_with_the_playbooks_message(kube, awx_job, audit_writes
     assert not marker.exists(), "an answer was templated"
     assert writes.events == [], writes.describe()
 
+
 # ---------------------------------------------------------------- issue 24: what a launcher must not be able to do
 
 SAFETY_ATTACKS = [

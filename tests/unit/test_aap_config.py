@@ -650,8 +650,8 @@ GOOD_ANSWERS = "---\ntenant_name: !unsafe 'speech'\ntenant_flavor: !unsafe 'h100
 # (playbook, extra var, value): a launcher (or a job template's extra_vars) trying to switch a safety off
 EXTRA_VAR_ATTACKS = [
     ("onboard_tenant", "gpuaas_tenants_prune", True),
-    ("onboard_tenant", "gpuaas_tenants_override", [{"name": "speech", "namespaces": ["kube-system"],
-                                                     "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 1}}]}]),
+    ("onboard_tenant", "gpuaas_tenants_override",
+     [{"name": "speech", "namespaces": ["kube-system"], "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 1}}]}]),
     ("onboard_tenant", "gpuaas_allow_insecure_tls", True),
     ("onboard_tenant", "gpuaas_tenants_limit", []),  # an empty limit reconciles every tenant
     ("onboard_tenant", "_dns_label", ".*"),  # the playbook's own check pattern
