@@ -198,6 +198,14 @@ report:
       C(result) (C(passed), or C(failed) when a threshold or a health check failed).
   returned: always
   type: dict
+credentials:
+  description:
+    - How long the credentials this run used stay valid. C(prometheus_token) has C(expires) (UTC, from the token's
+      C(exp) claim when it is a JWT such as a ServiceAccount token; null for a token that states no expiry) and
+      C(days_left). A warning is given 30 days ahead and after expiry.
+  returned: always
+  type: dict
+  sample: {"prometheus_token": {"expires": "2027-12-02T07:00:00Z", "days_left": 365.0}}
 cluster:
   description: Cluster totals (GPUs, allocated, idle, unallocated, average utilization, GPU-hours).
   returned: always
@@ -309,6 +317,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus
     now,
     parse_duration,
     parse_time,
+    token_expiry_report,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import html_report, promql, tuning
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe import recommendations
@@ -446,6 +455,10 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     for key in ("cluster", "gpus", "namespaces", "tenants", "idle_gpus", "unallocated_gpus", "queues",
                 "recommendations", "violations", "tuning", "showback"):
         out[key] = report[key]
+    token_info, expiry_warning = token_expiry_report(prom.token, now())
+    out["credentials"] = {"prometheus_token": token_info}
+    if expiry_warning:
+        warnings.append(expiry_warning)
     return out
 
 

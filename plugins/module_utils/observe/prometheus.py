@@ -183,6 +183,47 @@ def resolve_token(
     return None
 
 
+# Warn this long before a bearer token expires: the rotation step of docs/production.md takes minutes, but the token
+# is often read only by an AWX schedule or KEDA, and nothing else notices it aging (issue 24).
+TOKEN_EXPIRY_WARNING_DAYS = 30
+
+
+def token_expiry(token: t.Optional[str]) -> t.Optional[datetime.datetime]:
+    """When a JWT bearer token (a Kubernetes ServiceAccount token, an OIDC token) expires: its ``exp`` claim, read
+    without verifying the signature (only the server can, and the date is all we need). None for an opaque token,
+    a JWT without ``exp`` (a legacy ServiceAccount Secret token never expires) or anything unreadable."""
+    parts = (token or "").strip().split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)).decode("utf-8"))
+        exp = payload.get("exp") if isinstance(payload, dict) else None
+        if isinstance(exp, bool) or not isinstance(exp, (int, float)):
+            return None
+        return datetime.datetime.fromtimestamp(exp, tz=datetime.timezone.utc)
+    except (ValueError, TypeError, OverflowError, OSError, UnicodeDecodeError):
+        return None
+
+
+def token_expiry_report(token: t.Optional[str], now: float,
+                        warn_days: float = TOKEN_EXPIRY_WARNING_DAYS) -> t.Tuple[t.Dict[str, t.Any], t.Optional[str]]:
+    """``({expires, days_left}, warning or None)`` for the Prometheus bearer token; ``expires`` None when the token
+    states no expiry (then nothing is known to warn about)."""
+    expires = token_expiry(token)
+    if expires is None:
+        return {"expires": None, "days_left": None}, None
+    days_left = round((expires.timestamp() - now) / 86400.0, 1)
+    info = {"expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ"), "days_left": days_left}
+    if days_left <= 0:
+        return info, ("the Prometheus bearer token expired on %s: validation, KEDA triggers and node pools that use it "
+                      "fail from then on; create a new token and update the credential (docs/production.md, rotation)"
+                      % info["expires"])
+    if days_left <= warn_days:
+        return info, ("the Prometheus bearer token expires on %s (in %s days): create a new token and update the "
+                      "credential before then (docs/production.md, rotation)" % (info["expires"], days_left))
+    return info, None
+
+
 def settings_from_params(params: t.Optional[t.Mapping[str, t.Any]]) -> t.Dict[str, t.Any]:
     """Complete a ``prometheus`` option dict with the ``GPUAAS_PROMETHEUS_*`` environment variables."""
     params = dict(params or {})

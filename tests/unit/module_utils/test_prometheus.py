@@ -13,6 +13,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe import prometheus
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import (
     PrometheusClient,
     PrometheusError,
@@ -285,3 +286,25 @@ def test_format_duration():
     assert format_duration(600) == "10m"
     assert format_duration(0.5) == "500ms"
     assert format_duration(90061) == "1d1h1m1s"
+
+
+def _jwt(payload):
+    def part(obj):
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+    return "%s.%s.%s" % (part({"alg": "RS256"}), part(payload), "c2lnbmF0dXJl")
+
+
+def test_token_expiry_is_read_from_the_jwt_and_warned_ahead():
+    """Issue 24: the Prometheus reader token ages visibly. 2027-01-01T00:00:00Z is 1798761600 (hand-computed:
+    57 years * 365 days + 14 leap days = 20819 days since 1970-01-01, * 86400)."""
+    token = _jwt({"sub": "system:serviceaccount:monitoring:reader", "exp": 1798761600})
+    assert prometheus.token_expiry(token).strftime("%Y-%m-%dT%H:%M:%SZ") == "2027-01-01T00:00:00Z"
+    # 10 days before: a warning naming the date; 40 days before: none; after: expired
+    info, warning = prometheus.token_expiry_report(token, 1798761600 - 10 * 86400)
+    assert info == {"expires": "2027-01-01T00:00:00Z", "days_left": 10.0}
+    assert "expires on 2027-01-01T00:00:00Z (in 10.0 days)" in warning
+    assert prometheus.token_expiry_report(token, 1798761600 - 40 * 86400)[1] is None
+    assert "expired on 2027-01-01T00:00:00Z" in prometheus.token_expiry_report(token, 1798761600 + 1)[1]
+    # an opaque token, a JWT without exp (legacy ServiceAccount Secret token), garbage: nothing known
+    for opaque in ("sha256~abcdef", _jwt({"sub": "x"}), "a.b.c", "", None):
+        assert prometheus.token_expiry_report(opaque, 0) == ({"expires": None, "days_left": None}, None)
