@@ -136,7 +136,7 @@ class LeaseLock:
         spec = lease.get("spec") or {}
         return ("another run (holder %s) holds the lock %s since %s (last renewed %s; a waiting run takes it over after "
                 "%ss without a renewal)" % (spec.get("holderIdentity"), self.ref, spec.get("acquireTime") or "?",
-                              spec.get("renewTime") or "?", spec.get("leaseDurationSeconds") or "?"))
+                                            spec.get("renewTime") or "?", spec.get("leaseDurationSeconds") or "?"))
 
     def lease_duration(self, lease: t.Mapping[str, t.Any]) -> int:
         return int((lease.get("spec") or {}).get("leaseDurationSeconds") or self.duration)
@@ -149,12 +149,13 @@ class LeaseLock:
         resourceVersion) for its leaseDurationSeconds of this host's monotonic time (see the module docstring).
         """
         res = self._res()
-        start: t.Optional[float] = None
+        start = self.clock()
         observed: t.Optional[t.Tuple[t.Any, ...]] = None
-        observed_at = 0.0
+        observed_at = start
         while True:
-            tick = self.clock()
-            start = tick if start is None else start
+            # The first look is timed at the start of the wait, so a lock_wait equal to the Lease's duration is
+            # long enough to take over a Lease seen unchanged from the first look to the last.
+            tick = start if observed is None else self.clock()
             try:
                 lease = res.get(self.name, self.namespace)
                 if lease is None:

@@ -352,6 +352,14 @@ def test_a_holder_that_stops_renewing_is_taken_over_after_the_duration_of_local_
     assert api.leases[("kube-system", "gpuaas-tenants")]["spec"]["holderIdentity"] == "host-b/pid-2"
 
 
+def test_the_default_wait_equal_to_the_duration_is_enough_to_take_over_a_dead_run():
+    api = LeaseApi()
+    lock(api, "killed-run").acquire()
+    clock = Clock()
+    rerun = lock(api, "rerun", clock=clock, wait=60, duration=60).acquire()
+    assert rerun.took_over == "killed-run" and clock.now == pytest.approx(60.0)
+
+
 def test_a_second_run_that_took_over_stops_the_first_before_its_next_write_naming_the_new_holder():
     api = LeaseApi()
     first = lock(api, "host-a/pid-1")
