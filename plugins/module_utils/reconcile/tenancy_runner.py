@@ -15,6 +15,7 @@ One run, one pass over each input:
             --> Lease lock --> re-check under the lock (ClusterQueue generations; read again only if they moved)
             --> Prometheus credential read, filled into its Secret --> drain / undrain --> recreate moved LocalQueues
             --> reconcile(state=...) (apply, prune)
+            (the lock confirmed before the drain, each apply tier and the prune: a lost lock stops the run there)
             --> drift, kept namespaces, adoption report (from the same state) --> result (Secret data redacted)
 """
 
