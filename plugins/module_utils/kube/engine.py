@@ -104,6 +104,10 @@ class ApplyEngine:
         # The first connection-class failure (API server unreachable after the client's retries): no further
         # request is scheduled once it is set, and the run ends with one message (see unreachable_error).
         self.unreachable: t.Optional[GpuaasError] = None
+        # Called before each apply tier and before prune with what is about to be written; raises when the run
+        # may no longer write (the tenants runner: "does this run still hold its Lease lock?", kube/lease.py), so a
+        # run that lost its lock midway stops before its next write rather than only being checked once upfront.
+        self.confirm_lock: t.Optional[t.Callable[[str], None]] = None
 
     # -- preparation ----------------------------------------------------------------------------------
     def kueue_version(self) -> str:
@@ -346,6 +350,7 @@ class ApplyEngine:
         errors: t.List[GpuaasError] = []
         skipped: t.List[ObjectRef] = []
         for tier in sorted(todo):
+            self._confirm_lock(result, "before applying %s" % self._changes(todo[tier]))
             with self._pool() as pool:
                 outcomes = list(pool.map(lambda item: self._apply_one(item, new_namespaces, result), todo[tier]))
             for item, outcome in zip(todo[tier], outcomes):
@@ -373,12 +378,30 @@ class ApplyEngine:
                     ref = ObjectRef.from_object(item)
                     if ref.key not in seen:
                         doomed.append((item, self.client.resource(*gk)))
+            if doomed:
+                self._confirm_lock(result, "before pruning %d object%s" % (len(doomed), "" if len(doomed) == 1 else "s"))
             self._delete_objects(doomed, result, propagation_policy="Background")
 
         if wait and not self.check_mode:
             self.wait_ready([r for r in result.results if r.action != "deleted"], wait_condition,
                             wait_timeout, wait_sleep, result)
         return result
+
+    def _confirm_lock(self, result: ReconcileResult, before: str) -> None:
+        """The ``confirm_lock`` hook (when set); its refusal carries what this reconcile wrote up to here."""
+        if self.confirm_lock is None or self.check_mode:
+            return
+        try:
+            self.confirm_lock(before)
+        except GpuaasError as err:
+            err.details.setdefault("partial_result", result.to_module_result())
+            raise
+
+    @staticmethod
+    def _changes(items: t.Sequence[t.Tuple[DesiredObject, str, t.Any]]) -> str:
+        """'2 changes (Namespace, RoleBinding)': what one apply tier is about to write, for a message."""
+        kinds = sorted({d.ref.kind for d, _action, _current in items})
+        return "%d change%s (%s)" % (len(items), "" if len(items) == 1 else "s", ", ".join(kinds))
 
     def _apply_one(self, item: t.Tuple[DesiredObject, str, t.Optional[t.Dict[str, t.Any]]], new_namespaces: t.Set[str],
                    result: ReconcileResult) -> t.Any:

@@ -15,6 +15,7 @@ One run, one pass over each input:
             --> Lease lock --> re-check under the lock (ClusterQueue generations; read again only if they moved)
             --> Prometheus credential read, filled into its Secret --> drain / undrain --> recreate moved LocalQueues
             --> reconcile(state=...) (apply, prune)
+            (the lock confirmed before the drain, each apply tier and the prune: a lost lock stops the run there)
             --> drift, kept namespaces, adoption report (from the same state) --> result (Secret data redacted)
 """
 
@@ -220,6 +221,7 @@ class TenancyRunner:
         # fails the run now, on the state just read, so a refused run writes nothing at all.
         engine.guard(state)
         if self.take_lock():
+            engine.confirm_lock = self.confirm_lock  # before each apply tier and before prune (kube/lease.py)
             state = self.recheck(engine, state, desired, scope, also)
         desired, state = self.with_credential(engine, model, platform, limit, desired, state, scope, also)
         live_cqs = [cq for cq in state.of_kind("ClusterQueue") if owned_by_tenants(cq)]
@@ -231,14 +233,15 @@ class TenancyRunner:
         offboard = sorted(live_tenant_names & removable)
         if limit is not None:
             offboard = [x for x in offboard if x in limit]
-        engine.drain(kueue_av, "ClusterQueue", [cq for cq in live_cqs if tenant_of(cq) in offboard],
-                     float(p.get("drain_timeout", 600)), self.sleep, self.clock)
+        draining = [cq for cq in live_cqs if tenant_of(cq) in offboard]
+        self.confirm_lock("before draining, releasing drains and recreating LocalQueues")
+        engine.drain(kueue_av, "ClusterQueue", draining, float(p.get("drain_timeout", 600)), self.sleep, self.clock)
+        if draining:
+            # A drain waits for the tenants' workloads (up to drain_timeout): long enough to lose the lock.
+            self.confirm_lock("after draining, before releasing drains and recreating LocalQueues")
         engine.undrain(kueue_av, "ClusterQueue",
                        [cq for cq in live_cqs if tenant_of(cq) in present and (limit is None or tenant_of(cq) in limit)])
         recreated = self.recreate_moved_local_queues(desired, kueue_av, engine, state)
-        if self.lock is not None and self.lock.lost:
-            raise GpuaasError("this run lost the lock %s to another run before pruning; nothing was pruned"
-                              % self.lock.ref, hint="re-run when the other run has finished")
 
         result = engine.reconcile(desired, prune=scope, state=state)
         out = result.to_module_result(diff=self.diff)
@@ -303,6 +306,11 @@ class TenancyRunner:
             self.warnings.append("took over the lock %s from %s, which had not renewed it for %ss (a run that "
                                  "died?)" % (self.lock.ref, self.lock.took_over, self.lock.duration))
         return True
+
+    def confirm_lock(self, before: str) -> None:
+        """LockLost unless this run still holds its lock (nothing to confirm without one: check mode, lock off)."""
+        if self.lock is not None and not self.check_mode:
+            self.lock.confirm(before)
 
     def recheck(self, engine: ApplyEngine, state: LiveState, desired: t.List[Obj], scope: TenantsScope,
                 also: t.Sequence[t.Tuple[str, str]]) -> LiveState:

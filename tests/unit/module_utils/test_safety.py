@@ -13,7 +13,12 @@ import urllib3
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube import client as kc
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube import engine as ae
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, LockHeld, format_time
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import (
+    LeaseLock,
+    LockHeld,
+    LockLost,
+    format_time,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.waiter import Waiter
 
 from .fake_kube import FakeClient, api_exception
@@ -270,9 +275,10 @@ def test_lock_is_free_again_after_release_and_taken_over_when_expired():
     assert api.leases == {}
     second = lock(api, "b").acquire()
     assert second.took_over is None
-    # b dies without releasing; c comes 61s after b's last renewal (duration 60): takes over
-    third = lock(api, "c", now=T0 + datetime.timedelta(seconds=61)).acquire()
-    assert third.took_over == "b"
+    # b dies without releasing; c sees b's Lease unchanged for 60s of its own time (duration 60): takes over
+    clock = Clock()
+    third = lock(api, "c", clock=clock, wait=70).acquire()
+    assert third.took_over == "b" and clock.now == pytest.approx(60.0)
     spec = api.leases[("kube-system", "gpuaas-tenants")]["spec"]
     assert spec["holderIdentity"] == "c" and spec["leaseTransitions"] == 1
     # b wakes up: its renewal is a stale compare-and-swap, so it learns it lost the lock and does not delete c's
@@ -308,6 +314,84 @@ def test_the_wait_ends_as_soon_as_the_holder_releases():
     waiting.acquire()
     assert api.leases[("kube-system", "gpuaas-tenants")]["spec"]["holderIdentity"] == "b"
     assert waiting.waited == pytest.approx(4.0)
+
+
+def test_a_waiter_with_a_skewed_clock_never_takes_over_a_holder_that_keeps_renewing():
+    """The waiter's clock is a day ahead: by it, the holder's renewTime is always far in the past. The holder keeps
+    renewing (its resourceVersion moves), so the waiter gives up after its wait and never takes the lock over."""
+    api = LeaseApi()
+    holder = lock(api, "host-a/pid-1", now=T0)
+    holder.acquire()
+    clock = Clock()
+    skewed = lock(api, "host-b/pid-2", clock=clock, now=T0 + datetime.timedelta(days=1), wait=300)
+    original = clock.sleep
+
+    def sleep_while_the_holder_renews(seconds):
+        original(seconds)
+        if int(clock.now) % 20 == 0:  # the holder's renewal thread: every third of its 60s duration
+            assert holder.renew() is True
+
+    skewed.sleep = sleep_while_the_holder_renews
+    with pytest.raises(LockHeld) as info:
+        skewed.acquire()
+    assert "holder host-a/pid-1" in info.value.message and "gave up after waiting 300s" in info.value.message
+    assert api.leases[("kube-system", "gpuaas-tenants")]["spec"]["holderIdentity"] == "host-a/pid-1"
+    holder.confirm("before applying")  # still the holder: no LockLost
+
+
+def test_a_holder_that_stops_renewing_is_taken_over_after_the_duration_of_local_time_whatever_the_clocks_say():
+    """The waiter's clock is a day behind (the holder's renewTime is in its future): it still takes the Lease over
+    after leaseDurationSeconds of its own time without a renewal, not earlier and not never."""
+    api = LeaseApi()
+    lock(api, "host-a/pid-1", now=T0).acquire()  # then dies: no renewal, no release
+    clock = Clock()
+    waiter = lock(api, "host-b/pid-2", clock=clock, now=T0 - datetime.timedelta(days=1), wait=120)
+    waiter.acquire()
+    assert waiter.took_over == "host-a/pid-1"
+    assert clock.now == pytest.approx(60.0) and waiter.waited == pytest.approx(60.0)
+    assert api.leases[("kube-system", "gpuaas-tenants")]["spec"]["holderIdentity"] == "host-b/pid-2"
+
+
+def test_the_default_wait_equal_to_the_duration_is_enough_to_take_over_a_dead_run():
+    api = LeaseApi()
+    lock(api, "killed-run").acquire()
+    clock = Clock()
+    rerun = lock(api, "rerun", clock=clock, wait=60, duration=60).acquire()
+    assert rerun.took_over == "killed-run" and clock.now == pytest.approx(60.0)
+
+
+def test_a_second_run_that_took_over_stops_the_first_before_its_next_write_naming_the_new_holder():
+    api = LeaseApi()
+    first = lock(api, "host-a/pid-1")
+    first.acquire()
+    clock = Clock()
+    lock(api, "host-b/pid-2", clock=clock, wait=120).acquire()  # host-a's renewals stalled for 60s
+    with pytest.raises(LockLost) as info:
+        first.confirm("before pruning 3 objects")
+    assert info.value.message == (
+        "this run lost the lock Lease kube-system/gpuaas-tenants (another run (holder host-b/pid-2) holds it now, "
+        "since %s) and stopped before pruning 3 objects: nothing more was written" % format_time(T0))
+    assert first.release() is None  # lost: host-b's Lease is not deleted
+    assert api.leases[("kube-system", "gpuaas-tenants")]["spec"]["holderIdentity"] == "host-b/pid-2"
+
+
+def test_a_failed_renewal_is_recorded_and_stops_the_run_at_its_next_check_with_the_error(monkeypatch):
+    api = LeaseApi()
+    holder = lock(api, "host-a/pid-1")
+    holder.acquire()
+
+    def unavailable(self, body, field_manager=None):
+        raise api_exception(503, "ServiceUnavailable", "etcdserver: request timed out")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(LeaseResource, "replace", unavailable)
+        assert holder.renew() is False and holder.lost is False
+    assert holder.renew() is True  # later renewals succeed, but the gap stays recorded: a waiter may have run
+    with pytest.raises(LockLost) as info:
+        holder.confirm("before applying 2 changes (ClusterQueue)")
+    assert info.value.message.startswith("this run lost the lock Lease kube-system/gpuaas-tenants (its renewal failed: ")
+    assert "etcdserver: request timed out" in info.value.message
+    assert info.value.message.endswith("stopped before applying 2 changes (ClusterQueue): nothing more was written")
 
 
 # -- waits check observedGeneration ---------------------------------------------------------------------------------
