@@ -117,8 +117,11 @@ def _gk(kind: Integration) -> str:
 
 
 def _pod_specs_cel(frameworks: t.Sequence[Integration]) -> str:
-    """CEL: the pod specs of ``object`` for a Pod or a builtin template kind; [] for every other kind."""
-    pods = [i for i in frameworks if i.kind == "Pod"]
+    """CEL: the pod specs of ``object`` for a Pod or a builtin template kind; [] for every other kind.
+
+    Pods are always checked, whether Kueue manages them or not (without the ``pod`` framework an ungated GPU Pod is
+    refused by rule 4)."""
+    pods = [i for i in kueue_integrations.INTEGRATIONS if i.kind == "Pod"]
     templates = [i for i in frameworks if i.builtin and i.kind != "Pod"] + list(kueue_integrations.EXTRA_TEMPLATE_KINDS)
     expr = "[]"
     for kind in reversed(pods + templates):

@@ -161,3 +161,9 @@ def test_auto_resolves_by_the_served_kinds_as_the_kueue_role_does():
     everything.client = type("Everything", (), {"resource": lambda self, av, kind: object()})()
     assert "ray.io/rayservice" not in everything.admission_settings("openshift").kueue_frameworks
     assert "ray.io/rayservice" in everything.admission_settings("kubernetes").kueue_frameworks
+
+
+def test_pods_are_checked_for_gpus_even_when_kueue_does_not_manage_them():
+    # without the pod framework a bare GPU Pod (not gated by Kueue) must still be seen, so that rule 4 refuses it
+    pod_specs = _variables(_policy(["batch/job"]))["podSpecs"]
+    assert pod_specs.startswith("variables.gk == '/Pod' ? [object.spec] : ")
