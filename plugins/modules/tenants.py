@@ -146,6 +146,20 @@ options:
         description: Groups that may do the same (default C(system:masters)).
         type: list
         elements: str
+  kueue_frameworks:
+    description:
+      - The Kueue frameworks the cluster's Kueue manages (upstream names, as C(gpuaas_kueue_integrations) of the
+        C(gpuaas.platform.kueue) role resolves them with M(gpuaas.platform.kueue_integrations_info)); the admission
+        policy is generated from them (issue 22 item 3, docs/security.md).
+      - Only the O(admission.workload_controllers) that run one of these frameworks are trusted (e.g. the KubeRay
+        operator only when a C(ray.io) framework is listed); only the CRD kinds listed must carry a queue label; a
+        known kind not listed is refused in tenant namespaces when its pod templates request GPUs.
+      - C([auto]) resolves them as the C(kueue) role does - every known framework whose kind the cluster serves
+        (on OpenShift without those the Red Hat Kueue operand cannot carry, such as C(ray.io/rayservice)).
+      - Default (not set) every framework the collection knows, the policy of earlier releases. The C(tenants) role
+        passes C(gpuaas_kueue_integrations) (default C(auto)).
+    type: list
+    elements: str
   keda_namespace:
     description:
       - Namespace of the KEDA operator (where the Prometheus credentials Secret goes).

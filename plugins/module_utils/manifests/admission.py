@@ -80,6 +80,12 @@ class AdmissionSettings:
     # who may use the platform's Prometheus credential in ScaledObjects (the collection's identity)
     automation_users: t.List[str] = field(default_factory=list)
     automation_groups: t.List[str] = field(default_factory=lambda: ["system:masters"])
+    # the frameworks Kueue manages (upstream names); None: every known one (issue 22 item 3)
+    kueue_frameworks: t.Optional[t.List[str]] = None
+
+    def integrations(self) -> t.Tuple[Integration, ...]:
+        """The ``Integration`` entries of ``kueue_frameworks`` (every known one when None)."""
+        return kueue_integrations.integrations_of(self.kueue_frameworks)
 
     @classmethod
     def from_options(cls, options: t.Optional[t.Mapping[str, t.Any]]) -> "AdmissionSettings":
@@ -111,8 +117,11 @@ def _gk(kind: Integration) -> str:
 
 
 def _pod_specs_cel(frameworks: t.Sequence[Integration]) -> str:
-    """CEL: the pod specs of ``object`` for a Pod or a builtin template kind; [] for every other kind."""
-    pods = [i for i in frameworks if i.kind == "Pod"]
+    """CEL: the pod specs of ``object`` for a Pod or a builtin template kind; [] for every other kind.
+
+    Pods are always checked, whether Kueue manages them or not (without the ``pod`` framework an ungated GPU Pod is
+    refused by rule 4)."""
+    pods = [i for i in kueue_integrations.INTEGRATIONS if i.kind == "Pod"]
     templates = [i for i in frameworks if i.builtin and i.kind != "Pod"] + list(kueue_integrations.EXTRA_TEMPLATE_KINDS)
     expr = "[]"
     for kind in reversed(pods + templates):
@@ -147,9 +156,33 @@ def _platform_auth_cel(credentials: t.Sequence[str]) -> str:
 
 # -- the policy: variables, then the rules that use them ----------------------------------------------------
 
+def unmanaged_kinds(frameworks: t.Sequence[Integration]) -> t.List[Integration]:
+    """The known kinds (Pod excepted: an ungated GPU Pod is refused anyway) that Kueue does not manage when it
+    manages ``frameworks`` and whose pod templates the policy can read: refused with GPUs in tenant namespaces."""
+    managed = {i.framework for i in frameworks}
+    return [i for i in kueue_integrations.INTEGRATIONS
+            if i.framework not in managed and i.kind != "Pod" and i.pod_specs_cel]
+
+
+def _unmanaged_variables(unmanaged: t.Sequence[Integration]) -> t.List[t.Dict[str, str]]:
+    """Variables for the kinds Kueue does not manage (none when it manages every known framework)."""
+    if not unmanaged:
+        return []
+    expr = "[]"
+    for kind in reversed(unmanaged):
+        expr = "variables.gk == '%s' ? %s : (%s)" % (_gk(kind), kind.pod_specs_cel, expr)
+    return [
+        {"name": "isUnmanaged", "expression": "variables.gk in %s" % _cel_list(_gk(i) for i in unmanaged)},
+        {"name": "unmanagedPodSpecs", "expression": "variables.isUnmanaged ? (%s) : []" % expr},
+        {"name": "unmanagedWantsGpu", "expression": "variables.unmanagedPodSpecs.exists(s, %s)" % _SPEC_GPU_CEL},
+    ]
+
+
 def _variables(settings: AdmissionSettings, frameworks: t.Sequence[Integration],
                credentials: t.Sequence[str]) -> t.List[t.Dict[str, str]]:
     crd_gks = [_gk(i) for i in frameworks if not i.builtin]
+    controllers = kueue_integrations.trusted_controllers(settings.workload_controllers,
+                                                         [i.framework for i in frameworks])
     return [
         {"name": "gk", "expression": "request.kind.group + '/' + request.kind.kind"},
         {"name": "isPod", "expression": "variables.gk == '/Pod'"},
@@ -172,7 +205,7 @@ def _variables(settings: AdmissionSettings, frameworks: t.Sequence[Integration],
             "'%s' in variables.nsLabels ? variables.nsLabels['%s'] : '%s'"
             % (SUGGESTED_QUEUE_LABEL, SUGGESTED_QUEUE_LABEL, DEFAULT_QUEUE)},
         {"name": "byController", "expression":
-            "request.userInfo.username in %s" % _cel_list(settings.workload_controllers)},
+            "request.userInfo.username in %s" % _cel_list(controllers)},
         {"name": "byKueue", "expression": "request.userInfo.username in %s" % _cel_list(settings.kueue_users)},
         {"name": "gated", "expression":
             "variables.isPod && has(object.spec.schedulingGates) && "
@@ -210,10 +243,12 @@ def _variables(settings: AdmissionSettings, frameworks: t.Sequence[Integration],
             "request.userInfo.username in %s || (has(request.userInfo.groups) && "
             "request.userInfo.groups.exists(g, g in %s))"
             % (_cel_list(settings.automation_users), _cel_list(settings.automation_groups))},
-    ]
+    ] + _unmanaged_variables(unmanaged_kinds(frameworks))
 
 
-def _validations(credentials: t.Sequence[str], prometheus_server: t.Optional[str]) -> t.List[t.Dict[str, str]]:
+def _validations(credentials: t.Sequence[str], prometheus_server: t.Optional[str],
+                 unmanaged: t.Sequence[Integration] = (),
+                 managed: t.Sequence[Integration] = ()) -> t.List[t.Dict[str, str]]:
     """The rules, numbered as the policy's documentation and the isolation tests refer to them."""
     credential_names = ", ".join(credentials)
     queue_hint = ("'add the label %s: ' + variables.suggestedQueue + ' (or another LocalQueue of this namespace: "
@@ -324,6 +359,18 @@ def _validations(credentials: t.Sequence[str], prometheus_server: t.Optional[str
             "reason": "Forbidden",
         },
     ]
+    if unmanaged:
+        validations.append({   # 12. a kind Kueue does not manage gets no GPUs in tenant namespaces (issue 22 item 3)
+            "expression": "!variables.isTenant || !variables.isUnmanaged || !variables.unmanagedWantsGpu || "
+                          "variables.byController",
+            "messageExpression":
+                "'Kueue does not manage ' + request.kind.kind + ' on this cluster, so a ' + request.kind.kind + "
+                "' in tenant namespace ' + request.namespace + ' may not request GPUs (its pods would run outside "
+                "every quota). Ask the platform team to enable its framework in gpuaas_kueue_integrations (Kueue "
+                "manages: %s), or run the work as a kind Kueue manages with the label %s: ' + "
+                "variables.suggestedQueue + '.'" % (", ".join(i.kind for i in managed) or "none", QUEUE_LABEL),
+            "reason": "Forbidden",
+        })
     for v in validations:
         v["message"] = "refused by the gpuaas.platform admission policy %s" % POLICY_NAME
     return validations
@@ -344,6 +391,9 @@ def admission_policy(settings: t.Optional[AdmissionSettings] = None,
       Kueue CRD framework kind of ``frameworks`` (RayJob, JobSet, TrainJob, ...) needs one whatever it requests;
     * a GPU Pod created by anyone but a workload controller (``request.userInfo``, never ownerReferences) must
       be held by Kueue's admission scheduling gate;
+    * only the ``workload_controllers`` that run a framework of ``frameworks`` are trusted
+      (``kueue_integrations.CONTROLLER_FRAMEWORKS``), and a known kind Kueue does not manage (not in
+      ``frameworks``) is refused in tenant namespaces when its pod templates request GPUs (rule 12, issue 22 item 3);
     * on UPDATE a Pod's queue label and Kueue's admission gate can only be removed by Kueue itself;
     * the Kueue priority label, pod ``priorityClassName`` and Kueue Workloads' priority must be in the tenant's
       allowed priorities (namespace annotation ``gpuaas.io/allowed-priorities``, written by the tenants role).
@@ -361,9 +411,12 @@ def admission_policy(settings: t.Optional[AdmissionSettings] = None,
         "apiVersion": VAP_V, "kind": "ValidatingAdmissionPolicy", "metadata": meta,
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": _resource_rules(frameworks)},
+            # every known kind: those Kueue does not manage are matched too, for rule 12
+            "matchConstraints": {"resourceRules": _resource_rules(
+                list(frameworks) + [i for i in kueue_integrations.INTEGRATIONS if i not in frameworks])},
             "variables": _variables(settings, frameworks, platform_credentials),
-            "validations": _validations(platform_credentials, prometheus_server),
+            "validations": _validations(platform_credentials, prometheus_server, unmanaged_kinds(frameworks),
+                                        frameworks),
         },
     }
     binding = {

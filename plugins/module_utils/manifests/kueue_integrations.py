@@ -30,8 +30,9 @@ class Integration(t.NamedTuple):
     kind: str
     resource: str         # plural
     builtin: bool         # a Kubernetes kind (always served) rather than a CRD
-    # CEL producing the list of pod specs of ``object`` (builtin kinds only: CRD kinds must always carry a
-    # queue label in tenant namespaces, their pods are checked when created).
+    # CEL producing the list of pod specs of ``object``. For builtin kinds the policy checks them whenever the
+    # kind is managed; for CRD kinds (which must carry a queue label in tenant namespaces when Kueue manages them)
+    # only when Kueue does not manage the kind (issue 22 item 3: a GPU template of an unmanaged kind is refused).
     pod_specs_cel: t.Optional[str] = None
 
     @property
@@ -45,26 +46,52 @@ class Integration(t.NamedTuple):
 
 _TEMPLATE = "[object.spec.template.spec]"
 
+
+def _ray_cel(base: str) -> str:
+    """CEL: the head and worker pod specs of the Ray cluster spec at ``base``."""
+    return ("(has(%s) && has(%s.headGroupSpec) ? [%s.headGroupSpec.template.spec] : []) + "
+            "(has(%s) && has(%s.workerGroupSpecs) ? %s.workerGroupSpecs.map(g, g.template.spec) : [])"
+            % ((base,) * 6))
+
+
+def _replica_specs_cel(field_name: str) -> str:
+    """CEL: the pod specs of a Kubeflow job's ``spec.<field_name>`` map of replica types."""
+    base = "object.spec.%s" % field_name
+    return ("(has(%s) ? %s.map(k, %s[k]).filter(r, has(r.template) && has(r.template.spec))"
+            ".map(r, r.template.spec) : [])" % (base, base, base))
+
+
+_LWS_CEL = ("(has(object.spec.leaderWorkerTemplate) && has(object.spec.leaderWorkerTemplate.leaderTemplate) ? "
+            "[object.spec.leaderWorkerTemplate.leaderTemplate.spec] : []) + "
+            "(has(object.spec.leaderWorkerTemplate) && has(object.spec.leaderWorkerTemplate.workerTemplate) ? "
+            "[object.spec.leaderWorkerTemplate.workerTemplate.spec] : [])")
+_JOBSET_CEL = ("(has(object.spec.replicatedJobs) ? "
+               "object.spec.replicatedJobs.map(r, r.template.spec.template.spec) : [])")
+
 INTEGRATIONS: t.Tuple[Integration, ...] = (
     Integration("batch/job", "BatchJob", "batch", "v1", "Job", "jobs", True, _TEMPLATE),
     Integration("pod", "Pod", "", "v1", "Pod", "pods", True, "[object.spec]"),
     Integration("deployment", "Deployment", "apps", "v1", "Deployment", "deployments", True, _TEMPLATE),
     Integration("statefulset", "StatefulSet", "apps", "v1", "StatefulSet", "statefulsets", True, _TEMPLATE),
     Integration("leaderworkerset.x-k8s.io/leaderworkerset", "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1",
-                "LeaderWorkerSet", "leaderworkersets", False),
-    Integration("jobset.x-k8s.io/jobset", "JobSet", "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", False),
+                "LeaderWorkerSet", "leaderworkersets", False, _LWS_CEL),
+    Integration("jobset.x-k8s.io/jobset", "JobSet", "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", False, _JOBSET_CEL),
     Integration("trainer.kubeflow.org/trainjob", "TrainJob", "trainer.kubeflow.org", "v1alpha1", "TrainJob",
                 "trainjobs", False),
-    Integration("kubeflow.org/pytorchjob", "PyTorchJob", "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", False),
-    Integration("kubeflow.org/tfjob", "TFJob", "kubeflow.org", "v1", "TFJob", "tfjobs", False),
-    Integration("kubeflow.org/xgboostjob", "XGBoostJob", "kubeflow.org", "v1", "XGBoostJob", "xgboostjobs", False),
-    Integration("kubeflow.org/paddlejob", "PaddleJob", "kubeflow.org", "v1", "PaddleJob", "paddlejobs", False),
-    Integration("kubeflow.org/jaxjob", "JaxJob", "kubeflow.org", "v1", "JAXJob", "jaxjobs", False),
-    Integration("kubeflow.org/mpijob", "MPIJob", "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", False),
-    Integration("ray.io/rayjob", "RayJob", "ray.io", "v1", "RayJob", "rayjobs", False),
-    Integration("ray.io/raycluster", "RayCluster", "ray.io", "v1", "RayCluster", "rayclusters", False),
+    Integration("kubeflow.org/pytorchjob", "PyTorchJob", "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", False,
+                _replica_specs_cel("pytorchReplicaSpecs")),
+    Integration("kubeflow.org/tfjob", "TFJob", "kubeflow.org", "v1", "TFJob", "tfjobs", False, _replica_specs_cel("tfReplicaSpecs")),
+    Integration("kubeflow.org/xgboostjob", "XGBoostJob", "kubeflow.org", "v1", "XGBoostJob", "xgboostjobs", False,
+                _replica_specs_cel("xgbReplicaSpecs")),
+    Integration("kubeflow.org/paddlejob", "PaddleJob", "kubeflow.org", "v1", "PaddleJob", "paddlejobs", False,
+                _replica_specs_cel("paddleReplicaSpecs")),
+    Integration("kubeflow.org/jaxjob", "JaxJob", "kubeflow.org", "v1", "JAXJob", "jaxjobs", False, _replica_specs_cel("jaxReplicaSpecs")),
+    Integration("kubeflow.org/mpijob", "MPIJob", "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", False, _replica_specs_cel("mpiReplicaSpecs")),
+    Integration("ray.io/rayjob", "RayJob", "ray.io", "v1", "RayJob", "rayjobs", False, _ray_cel("object.spec.rayClusterSpec")),
+    Integration("ray.io/raycluster", "RayCluster", "ray.io", "v1", "RayCluster", "rayclusters", False, _ray_cel("object.spec")),
     # The Red Hat build of Kueue's operand enum has no RayService (see OPENSHIFT_MAX_FRAMEWORKS).
-    Integration("ray.io/rayservice", "", "ray.io", "v1", "RayService", "rayservices", False),
+    Integration("ray.io/rayservice", "", "ray.io", "v1", "RayService", "rayservices", False,
+                _ray_cel("object.spec.rayClusterConfig")),
     Integration("workload.codeflare.dev/appwrapper", "AppWrapper", "workload.codeflare.dev", "v1beta2", "AppWrapper",
                 "appwrappers", False),
 )
@@ -80,6 +107,46 @@ EXTRA_TEMPLATE_KINDS: t.Tuple[Integration, ...] = (
                 "(has(object.spec.template) ? [object.spec.template.spec] : [])"),
     Integration("", "", "batch", "v1", "CronJob", "cronjobs", True, "[object.spec.jobTemplate.spec.template.spec]"),
 )
+
+
+# The operators that create pods (or child workloads) for Kueue's frameworks, and the frameworks each one runs
+# (issue 22 item 3): the admission policy trusts an identity's pods only when Kueue manages one of its frameworks,
+# because only then did the parent object go through Kueue. The Job controller runs the Jobs of batch/job and the
+# Jobs that JobSet (and so TrainJob), MPIJob v2 and AppWrapper create; the JobSet controller the JobSets of TrainJob.
+# Identities not listed here (an admin's own) are trusted whatever Kueue manages.
+CONTROLLER_FRAMEWORKS: t.Dict[str, t.Tuple[str, ...]] = {
+    "system:serviceaccount:kube-system:job-controller": (
+        "batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "kubeflow.org/mpijob",
+        "workload.codeflare.dev/appwrapper"),
+    "system:serviceaccount:jobset-system:jobset-controller-manager": (
+        "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"),
+    "system:serviceaccount:lws-system:lws-controller-manager": ("leaderworkerset.x-k8s.io/leaderworkerset",),
+    "system:serviceaccount:ray-system:kuberay-operator": ("ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"),
+    "system:serviceaccount:kubeflow:training-operator": (
+        "kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob",
+        "kubeflow.org/jaxjob", "kubeflow.org/mpijob"),
+    "system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager": ("trainer.kubeflow.org/trainjob",),
+    "system:serviceaccount:appwrapper-system:appwrapper-controller-manager": ("workload.codeflare.dev/appwrapper",),
+}
+
+
+def trusted_controllers(identities: t.Iterable[str], frameworks: t.Iterable[str]) -> t.List[str]:
+    """The identities of ``identities`` (in order) to trust when Kueue manages ``frameworks``: those mapped in
+    ``CONTROLLER_FRAMEWORKS`` to at least one managed framework, and every identity the mapping does not name."""
+    managed = set(frameworks)
+    return [i for i in identities if i not in CONTROLLER_FRAMEWORKS or managed.intersection(CONTROLLER_FRAMEWORKS[i])]
+
+
+def integrations_of(frameworks: t.Optional[t.Iterable[str]]) -> t.Tuple[Integration, ...]:
+    """The ``Integration`` entries of ``frameworks`` (known upstream names) in the order of ``INTEGRATIONS``;
+    ``None`` means every known framework (``INTEGRATIONS`` itself). Unknown names raise KeyError."""
+    if frameworks is None:
+        return INTEGRATIONS
+    wanted = set(frameworks)
+    missing = [f for f in frameworks if f not in BY_FRAMEWORK]
+    if missing:
+        raise KeyError(", ".join(missing))
+    return tuple(i for i in INTEGRATIONS if i.framework in wanted)
 
 
 def known_frameworks() -> t.List[str]:

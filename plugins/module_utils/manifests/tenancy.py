@@ -285,7 +285,7 @@ def shared_objects(model: TenantModel, prometheus_token: t.Optional[str] = None,
     objs.extend(workload_priority_class(p.name, p.value, p.description) for p in model.priorities)
     if model.present_tenants:
         objs.append(queue_reader_cluster_role())
-        objs.extend(admission_policy(admission, model.prometheus.url, labels_for()))
+        objs.extend(admission_policy(admission, model.prometheus.url, labels_for(), admission.integrations()))
     if any(t_.autoscaling for t_ in model.present_tenants):
         objs.extend(keda.prometheus_auth(model.prometheus, prometheus_token, prometheus_ca, keda_namespace, labels_for()))
     return objs

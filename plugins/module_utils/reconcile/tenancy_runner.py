@@ -34,6 +34,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import L
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, adoption_name, tenant_of
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import redact_secret_data
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import (
@@ -100,6 +101,7 @@ class TenancyRunner:
         model = TenantModel.from_inventory(inventory_from_params(self.params), nodes)
         self.warnings.extend(model.warnings)
         self.check_platform_namespaces(model)
+        self.kueue_framework_names()
         limit = self.params.get("limit_tenants")
         if limit is not None:
             unknown = [n for n in limit if model.tenant(n) is None]
@@ -107,6 +109,46 @@ class TenancyRunner:
                 raise GpuaasError("limit_tenants names %s, which the tenants list does not define" % ", ".join(unknown),
                                   hint="pass the tenant (with state present or absent) in tenants as well")
         return model
+
+    def kueue_framework_names(self) -> t.Optional[t.List[str]]:
+        """Option kueue_frameworks checked (no I/O): None (every known framework), ['auto'] or known names; an
+        unknown name stops the run before anything is read or written."""
+        frameworks = self.params.get("kueue_frameworks")
+        if frameworks is None:
+            return None
+        names = [str(f) for f in frameworks]
+        if names == ["auto"]:
+            return names
+        bad = kueue_integrations.unknown(names)
+        if bad:
+            raise GpuaasError("kueue_frameworks: unknown Kueue framework(s) %s; nothing was changed" % ", ".join(bad),
+                              hint="use auto or the upstream names gpuaas_kueue_integrations takes: %s"
+                                   % ", ".join(kueue_integrations.known_frameworks()))
+        return names
+
+    def serves(self, integration: kueue_integrations.Integration) -> bool:
+        """Whether the cluster serves a framework's kind (builtin kinds always), as kueue_integrations_info decides."""
+        if integration.builtin:
+            return True
+        try:
+            self.client.resource(integration.api_version, integration.kind)
+            return True
+        except GpuaasError:
+            return False
+
+    def admission_settings(self, platform: str = "kubernetes") -> builders.AdmissionSettings:
+        """What the admission policy trusts (option admission) and the frameworks Kueue manages (option
+        kueue_frameworks; auto resolves by the kinds the cluster serves, as the kueue role does, without those the
+        Red Hat Kueue operand cannot carry on OpenShift; not set: every known framework)."""
+        settings = builders.AdmissionSettings.from_options(self.params.get("admission"))
+        names = self.kueue_framework_names()
+        if names == ["auto"]:
+            names = [i.framework for i in kueue_integrations.INTEGRATIONS if self.serves(i)]
+            if platform == "openshift":
+                dropped = set(kueue_integrations.openshift_operand(names, True)["not_expressible"])
+                names = [n for n in names if n not in dropped]
+        settings.kueue_frameworks = names
+        return settings
 
     def check_platform_namespaces(self, model: TenantModel) -> None:
         """A tenant namespace the admission policy exempts would be unguarded (issue 22 item 6): the inventory's
@@ -126,7 +168,7 @@ class TenancyRunner:
                         limit: t.Optional[t.Sequence[str]] = None) -> t.List[Obj]:
         """The desired objects of this run (only the limited tenants' with limit_tenants), built once."""
         desired = builders.desired_objects(model, platform, token, ca_data, self.keda_namespace(platform),
-                                           builders.AdmissionSettings.from_options(self.params.get("admission")))
+                                           self.admission_settings(platform))
         if limit is not None:
             desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
         return desired
@@ -497,6 +539,7 @@ TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
         automation_users=dict(type="list", elements="str"),
         automation_groups=dict(type="list", elements="str"),
     )),
+    kueue_frameworks=dict(type="list", elements="str"),
     concurrency=dict(type="int", default=8),
     prune=dict(type="bool", default=False),
     allow_empty=dict(type="bool", default=False),
