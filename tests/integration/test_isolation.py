@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import time
 import uuid
@@ -403,3 +404,59 @@ def test_workload_priority_is_checked_for_crd_kinds(installed, lab):
     assert not workload_of(bad), "a Workload with priority class system-node-critical was admitted to the API"
     assert get_json(lab, "raycluster.ray.io", "-n", A, bad)["spec"].get("suspend") is True
     kubectl(lab, "delete", "raycluster.ray.io", bad, good, "-n", A, "--wait=false")
+
+
+def test_a_framework_kueue_does_not_manage_is_refused_even_for_its_operator(lab):
+    """Issue 22 item 3, as the operator's service account: on a cluster where Kueue does not manage Ray, the
+    KubeRay operator is not a trusted identity and a GPU RayCluster is refused (rule 12), while the Job controller
+    (batch/job managed) stays trusted. The policy is the collection's own builder output for a framework list
+    without Ray, applied to the lab's API server and bound to this test's namespace only."""
+    ns = name("iso-noray")
+    code = ("import json\n"
+            "from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import admission, kueue_integrations as ki\n"
+            "fw = [i for i in ki.INTEGRATIONS if not i.group.startswith('ray.io')]\n"
+            "policy, _binding = admission.admission_policy(admission.AdmissionSettings(), 'http://prometheus.invalid', "
+            "frameworks=fw)\n"
+            "policy['metadata'] = {'name': %r}\n"
+            "print(json.dumps(policy))\n" % ns)
+    built = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", code], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(REPO / ".build")), timeout=60, check=False)
+    assert built.returncode == 0, built.stderr
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": ns}, "spec": {"policyName": ns, "validationActions": ["Deny"], "matchResources": {
+                   "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}}}
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"gpuaas.io/tenant": ns}}}
+    objects = {"apiVersion": "v1", "kind": "List", "items": [namespace, json.loads(built.stdout), binding]}
+    created = kubectl(lab, "create", "-f", "-", stdin=json.dumps(objects))
+    assert created.returncode == 0, created.stderr
+    try:
+        gpu = {"limits": {"nvidia.com/gpu": "1"}}
+        ray = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+               "metadata": {"name": "rc", "namespace": ns, "labels": {QUEUE: "default"}},
+               "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                   {"name": "head", "image": "registry.example/ray:2"}]}}},
+                        "workerGroupSpecs": [{"groupName": "gpu", "replicas": 1, "minReplicas": 0, "maxReplicas": 1,
+                                              "rayStartParams": {}, "template": {"spec": {"containers": [
+                                                  {"name": "worker", "image": "registry.example/ray:2",
+                                                   "resources": gpu}]}}}]}}
+        kuberay = ["--as=system:serviceaccount:ray-system:kuberay-operator", "--as-group=system:masters"]
+
+        def attempt(obj, *identity):
+            # the policy takes a moment to be enforced after its creation: retry while it still admits
+            def refused_now():
+                out = kubectl(lab, "create", "--dry-run=server", "-f", "-", *identity, stdin=json.dumps(obj))
+                return out if out.returncode != 0 else None
+            return wait_until(refused_now, 30, "the policy to refuse %s" % obj["kind"], interval=1)
+
+        refused(attempt(ray, *kuberay), "Kueue does not manage RayCluster on this cluster", "gpuaas_kueue_integrations")
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker", "namespace": ns},
+               "spec": {"containers": [{"name": "w", "image": "registry.example/ray:2", "resources": gpu}]}}
+        refused(attempt(pod, *kuberay), "must go through Kueue")
+        # the Job controller runs batch/job, which Kueue manages here: still trusted for the pods of admitted Jobs
+        by_job_controller = kubectl(lab, "create", "--dry-run=server", "-f", "-",
+                                    "--as=system:serviceaccount:kube-system:job-controller", "--as-group=system:masters",
+                                    stdin=json.dumps(pod))
+        assert by_job_controller.returncode == 0, by_job_controller.stderr
+    finally:
+        kubectl(lab, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", ns, "--ignore-not-found")
+        kubectl(lab, "delete", "namespace", ns, "--wait=false", "--ignore-not-found")
