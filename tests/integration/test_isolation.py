@@ -431,14 +431,14 @@ def test_a_framework_kueue_does_not_manage_is_refused_even_for_its_operator(lab)
     assert created.returncode == 0, created.stderr
     try:
         gpu = {"limits": {"nvidia.com/gpu": "1"}}
+        head = {"rayStartParams": {}, "template": {"spec": {"containers": [
+            {"name": "head", "image": "registry.example/ray:2"}]}}}
+        workers = {"groupName": "gpu", "replicas": 1, "minReplicas": 0, "maxReplicas": 1, "rayStartParams": {},
+                   "template": {"spec": {"containers": [
+                       {"name": "worker", "image": "registry.example/ray:2", "resources": gpu}]}}}
         ray = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
                "metadata": {"name": "rc", "namespace": ns, "labels": {QUEUE: "default"}},
-               "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
-                   {"name": "head", "image": "registry.example/ray:2"}]}}},
-                        "workerGroupSpecs": [{"groupName": "gpu", "replicas": 1, "minReplicas": 0, "maxReplicas": 1,
-                                              "rayStartParams": {}, "template": {"spec": {"containers": [
-                                                  {"name": "worker", "image": "registry.example/ray:2",
-                                                   "resources": gpu}]}}}]}}
+               "spec": {"headGroupSpec": head, "workerGroupSpecs": [workers]}}
         kuberay = ["--as=system:serviceaccount:ray-system:kuberay-operator", "--as-group=system:masters"]
 
         def attempt(obj, *identity):
