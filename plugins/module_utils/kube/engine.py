@@ -17,9 +17,8 @@
   label, not written by its field manager) is never taken over silently: the run fails before its first write
   (also in check mode) listing each such object and its field managers, unless ``adopt`` names it (see
   kube/ownership.py); adopted objects are reported in ``ReconcileResult.adopted``;
-* ownership labels on everything written; prune deletes only objects carrying the managed-by label
-  *and* the tenant label (or a PruneScope selector) that are no longer desired;
-* optional waits for readiness conditions; errors name the object and say how to fix them.
+* ownership labels on everything written; prune deletes only no-longer-desired objects carrying the managed-by
+  label *and* the tenant label (or a PruneScope selector); optional waits for readiness; errors say how to fix them.
 """
 
 from __future__ import annotations
@@ -104,9 +103,8 @@ class ApplyEngine:
         # The first connection-class failure (API server unreachable after the client's retries): no further
         # request is scheduled once it is set, and the run ends with one message (see unreachable_error).
         self.unreachable: t.Optional[GpuaasError] = None
-        # Called before each apply tier and before prune with what is about to be written; raises when the run
-        # may no longer write (the tenants runner: "does this run still hold its Lease lock?", kube/lease.py), so a
-        # run that lost its lock midway stops before its next write rather than only being checked once upfront.
+        # Called before each apply tier and before prune; raises when the run may no longer write (the tenants
+        # runner: does it still hold its Lease, kube/lease.py?), so a lock lost midway stops the next write.
         self.confirm_lock: t.Optional[t.Callable[[str], None]] = None
 
     # -- preparation ----------------------------------------------------------------------------------
@@ -400,8 +398,8 @@ class ApplyEngine:
     @staticmethod
     def _changes(items: t.Sequence[t.Tuple[DesiredObject, str, t.Any]]) -> str:
         """'2 changes (Namespace, RoleBinding)': what one apply tier is about to write, for a message."""
-        kinds = sorted({d.ref.kind for d, _action, _current in items})
-        return "%d change%s (%s)" % (len(items), "" if len(items) == 1 else "s", ", ".join(kinds))
+        return "%d change%s (%s)" % (len(items), "" if len(items) == 1 else "s",
+                                     ", ".join(sorted({d.ref.kind for d, _action, _current in items})))
 
     def _apply_one(self, item: t.Tuple[DesiredObject, str, t.Optional[t.Dict[str, t.Any]]], new_namespaces: t.Set[str],
                    result: ReconcileResult) -> t.Any:
