@@ -66,7 +66,7 @@ def _read_token_file(path: t.Optional[str]) -> t.Optional[str]:
 
 
 def prometheus_tokens(settings: t.Optional[t.Mapping[str, t.Any]],
-                      environ: t.Optional[t.Mapping[str, str]] = None) -> t.List[str]:
+                      environ: t.Optional[t.Mapping[str, str]] = None, read_files: bool = True) -> t.List[str]:
     """Every Prometheus bearer token knowable without a request: inline, from a token file, from the environment.
 
     The environment's token is listed even when the options give another one: it is in the process environment,
@@ -74,12 +74,9 @@ def prometheus_tokens(settings: t.Optional[t.Mapping[str, t.Any]],
     """
     environ = os.environ if environ is None else environ
     settings = settings or {}
-    candidates = [
-        settings.get("token"),
-        _read_token_file(settings.get("token_file")),
-        environ.get(ENV_TOKEN),
-        _read_token_file(environ.get(ENV_TOKEN_FILE)),
-    ]
+    candidates = [settings.get("token"), environ.get(ENV_TOKEN)]
+    if read_files:
+        candidates += [_read_token_file(settings.get("token_file")), _read_token_file(environ.get(ENV_TOKEN_FILE))]
     return [str(token) for token in candidates if token and str(token).strip()]
 
 
@@ -97,10 +94,16 @@ class GpuaasModule(KubeAnsibleModule):
         # _log_invocation (which registers) is skipped under no_log; the results must still be masked then.
         self.register_secrets()
 
+    # Whether token files are read when the module starts (to mask their content from the first output on). A
+    # module that reads its credential later, under a lock, sets this False: a slow or blocking token file must not
+    # hold the run before it takes its lock, and the logged invocation carries only the file's path anyway; what
+    # it reads later it registers then (``register_secret``).
+    read_token_files_at_start = True
+
     def register_secrets(self) -> None:
         super().register_secrets()
         if "prometheus" in self.argument_spec:
-            for token in prometheus_tokens(self.params.get("prometheus")):
+            for token in prometheus_tokens(self.params.get("prometheus"), read_files=self.read_token_files_at_start):
                 self.register_secret(token)
 
     def register_secret(self, value: t.Any) -> None:

@@ -22,6 +22,9 @@ class InventoryModule(GpuaasModule):
     environment — registered before ``_log_invocation`` writes the parameters to syslog/journald, so they are
     masked there and in every result. Its own name only says which modules run an inventory-wide runner."""
 
+    # the runners read the credential (token file, Secret) under the run lock and register it then (secret_sink)
+    read_token_files_at_start = False
+
 
 def redact_secret_data(diffs: t.Optional[t.List[t.Dict[str, t.Any]]]) -> None:
     """Replace the values of Secrets in per-object diffs (the keys stay, so a changed key still shows)."""
