@@ -27,10 +27,6 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 MODULE_FILES = sorted(glob.glob(os.path.join(ROOT, "plugins", "modules", "*.py")))
 
-# node_pools.py is being turned into a thin entry point on the runner branch (issue 21); remove it here when that
-# lands on GpuaasModule.
-PENDING_MODULES: set = set()
-
 # The least each module needs to get as far as logging its invocation.
 MINIMAL_ARGS = {
     "cluster_queue": {"name": "q"},
@@ -70,11 +66,6 @@ def kubeconfig(user):
 
 def module_name(path):
     return os.path.splitext(os.path.basename(path))[0]
-
-
-def pending(name):
-    marks = [pytest.mark.xfail(reason="rewritten on the runner branch", strict=False)] if name in PENDING_MODULES else []
-    return pytest.param(name, marks=marks, id=name)
 
 
 class Logged(Exception):
@@ -129,7 +120,7 @@ def test_module_files_found():
     assert len(MODULE_FILES) >= 18
 
 
-@pytest.mark.parametrize("name", [pending(module_name(p)) for p in MODULE_FILES])
+@pytest.mark.parametrize("name", [module_name(p) for p in MODULE_FILES])
 def test_module_is_built_on_the_shared_base(name):
     path = os.path.join(ROOT, "plugins", "modules", name + ".py")
     assert bare_ansible_module_calls(path) == [], (
@@ -144,7 +135,7 @@ def test_every_module_has_minimal_args_for_the_log_tests(name):
 
 # -- kubeconfig credentials, every module ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", [pending(module_name(p)) for p in MODULE_FILES])
+@pytest.mark.parametrize("name", [module_name(p) for p in MODULE_FILES])
 def test_kubeconfig_credentials_never_reach_the_invocation_log(monkeypatch, name):
     user = {"token": KUBE_TOKEN, "client-key-data": KUBE_KEY_DATA, "password": KUBE_PASSWORD}
     seen = logged_invocation(monkeypatch, name, {"kubeconfig": kubeconfig(user), "api_key": API_KEY})
