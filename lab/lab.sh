@@ -56,7 +56,7 @@ cache_dir() { # name version -> cache path
 # first run says how long the silence will last.
 declare -A BUILD_REFERENCE=([kubernetes]="12 min" [etcd]="2 min" [kwok]="5 min" [crds]="1 min" [kueue]="12 min"
   [keda]="20 min" [helm]="4 min" [charts]="1 min")
-BUILD_INDEX=0; BUILD_TOTAL=0  # set by cmd_build: "component i of n"
+BUILD_INDEX=0; BUILD_TOTAL=  # set by cmd_build / `build NAME...`: "component i of n"
 BUILD_HEARTBEAT=${LAB_BUILD_HEARTBEAT:-60}  # seconds between "still building" lines
 
 build_one() { # name var
@@ -476,7 +476,7 @@ cmd_status() {
 case "${1:-}" in
   build)
     if [ $# -gt 1 ]; then  # lab.sh build NAME... builds just those components
-      ensure_go; shift; for n in "$@"; do item=$(printf '%s\n' $CORE_BUILDS $OPTIONAL_BUILDS | grep "^$n:") || die "unknown component $n"; build_one "$n" "${item##*:}"; done
+      ensure_go; shift; BUILD_TOTAL=$#; for n in "$@"; do item=$(printf '%s\n' $CORE_BUILDS $OPTIONAL_BUILDS | grep "^$n:") || die "unknown component $n"; build_one "$n" "${item##*:}"; done
     else cmd_build; fi ;;
   up) cmd_up ;;
   down) cmd_down ;;
