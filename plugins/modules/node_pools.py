@@ -26,10 +26,14 @@ description:
     M(gpuaas.platform.node_pool_scaledown); KEDA takes a pool to C(min_nodes) only when nothing has been reserved on
     the flavor for C(idle_seconds)."
   - A pool whose live template does not give its nodes the flavor's node labels is an error (O(check_templates)).
+  - "A run that writes holds the run lock of M(gpuaas.platform.tenants) (O(lock)): the pools' ScaledObjects and
+    Prometheus credential live beside the tenants', so two automation runs never interleave their writes. Validation
+    and the template check run before the lock, so a refused run writes nothing."
 author:
   - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
+  - gpuaas.platform.run_lock
 options:
   node_pools:
     description:
@@ -166,6 +170,12 @@ capacity:
   description: GPU capacity per flavor (nodes, or the pools' maximum for a pool-fed flavor).
   returned: when O(check_capacity=true)
   type: dict
+lock:
+  description: The run lock this run held (Lease, holder identity, seconds waited, the expired holder taken over).
+  returned: when a lock was taken
+  type: dict
+  sample: {"lease": "Lease kube-system/gpuaas-tenants", "holder": "runner-7/4121/awx-job-41", "waited": 0.0,
+           "took_over": null}
 diff:
   description: Per-object before/after (with C(--diff)).
   returned: with --diff

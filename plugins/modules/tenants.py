@@ -42,10 +42,8 @@ description:
     (flavors, cohorts, priorities) no longer listed, are left untouched and reported as drift (a warning and
     RV(drift)). An empty tenant list against a cluster that has tenants writes nothing at all (a forgotten C(-i));
     with O(prune=true) it is refused unless O(allow_empty=true)."
-  - "Two runs never reconcile at once: a full run holds the C(coordination.k8s.io/v1) Lease O(lock_name) in
-    O(lock_namespace) (holder identity, renewed in the background, released at the end, taken over when it was not
-    renewed for O(lock_duration) seconds). Another run waits up to O(lock_wait) seconds, then fails with who holds
-    the lock since when. Check mode takes no lock (it writes nothing) but warns when another run holds it."
+  - "Two runs never reconcile at once: a run that writes holds the run lock (O(lock), shared with
+    M(gpuaas.platform.node_pools))."
   - "Transient API errors (connection refused/reset, timeouts, 429, 5xx) are retried with a bounded exponential
     backoff. When the API server stays unreachable the run stops scheduling requests and fails with one message:
     what was applied, what was not, and that a re-run converges."
@@ -55,6 +53,7 @@ author:
   - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
+  - gpuaas.platform.run_lock
 options:
   flavors:
     description: Kueue ResourceFlavors (inventory C(gpuaas_flavors)).
@@ -178,26 +177,6 @@ options:
     description: With O(prune=true), accept an empty O(tenants) list (which removes every tenant). Refused otherwise.
     type: bool
     default: false
-  lock:
-    description: Hold the cluster-side Lease lock during a run that writes (see the description).
-    type: bool
-    default: true
-  lock_namespace:
-    description: Namespace of the lock Lease (it must exist; C(kube-system) always does).
-    type: str
-    default: kube-system
-  lock_name:
-    description: Name of the lock Lease.
-    type: str
-    default: gpuaas-tenants
-  lock_wait:
-    description: Seconds to wait for another run's lock before failing.
-    type: int
-    default: 60
-  lock_duration:
-    description: Seconds after its last renewal that a lock of a run that died is taken over (renewed every third).
-    type: int
-    default: 60
   concurrency:
     description: How many objects are applied in parallel.
     type: int

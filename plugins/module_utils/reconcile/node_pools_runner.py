@@ -7,6 +7,7 @@ MachineSet/MachineDeployment templates, reconcile one KEDA ScaledObject per pool
 
 from __future__ import annotations
 
+import time
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
@@ -23,6 +24,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs i
     inventory_from_params,
     read_nodes,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.run_lock import RUN_LOCK_ARGUMENT_SPEC, RunLock
 
 MANAGED_KINDS = (("v1", "Secret"), (keda.KEDA_V, "ClusterTriggerAuthentication"), (keda.KEDA_V, "ScaledObject"))
 
@@ -30,7 +32,8 @@ MANAGED_KINDS = (("v1", "Secret"), (keda.KEDA_V, "ClusterTriggerAuthentication")
 class NodePoolsRunner:
     """One node_pools run, separate from AnsibleModule so unit tests can drive it with a fake client."""
 
-    def __init__(self, client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool = False, diff: bool = False) -> None:
+    def __init__(self, client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool = False, diff: bool = False,
+                 sleep: t.Callable[[float], None] = time.sleep, clock: t.Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.params = params
         self.check_mode = check_mode
@@ -38,6 +41,8 @@ class NodePoolsRunner:
         self.warnings: t.List[str] = []
         # Called with every secret value read at run time (token_file, token_secret): see TenancyRunner.
         self.secret_sink: t.Callable[[str], None] = lambda _value: None
+        # The tenants run's Lease: the pools' ScaledObjects and credential live beside the tenants' (run_lock.py).
+        self.run_lock = RunLock(client, params, check_mode, self.warnings, sleep=sleep, clock=clock)
 
     def check_templates(self, model: TenantModel) -> None:
         problems = []
@@ -67,6 +72,12 @@ class NodePoolsRunner:
                                    "node labels (MachineSet spec.template.spec.metadata.labels)", problems=problems)
 
     def run(self) -> t.Dict[str, t.Any]:
+        try:
+            return self._run()
+        finally:
+            self.run_lock.release()
+
+    def _run(self) -> t.Dict[str, t.Any]:
         p = self.params
         nodes = read_nodes(self.client) if p.get("check_capacity", True) else None
         model = TenantModel.from_inventory(inventory_from_params(p, node_pools=True), nodes)
@@ -77,6 +88,11 @@ class NodePoolsRunner:
                               hint="the pools are driven by Kueue's quota metrics in Prometheus; set gpuaas_prometheus.url")
         if p.get("check_templates", True):
             self.check_templates(model)
+        # Validation and the template check only read: a refused run writes nothing, not even the lock. The
+        # credential is read under the lock, as in the tenants run, so both see the same token.
+        engine = ApplyEngine(self.client, check_mode=self.check_mode)
+        if self.run_lock.take():
+            engine.confirm_lock = self.run_lock.confirm  # before each apply tier and before prune
         # the credentials only serve the pools' triggers: without pools they are not read (a token file may be slow
         # to read, and the tenants module reads it again under its run lock)
         prom = model.prometheus
@@ -88,7 +104,6 @@ class NodePoolsRunner:
         platform = "openshift" if self.client.served("config.openshift.io/v1") else "kubernetes"
         keda_namespace = p.get("keda_namespace") or keda.default_namespace(platform)
         desired = builders.desired_objects(model, labels, token, ca_data, keda_namespace)
-        engine = ApplyEngine(self.client, check_mode=self.check_mode)
         kinds = [(av, kind) for av, kind in MANAGED_KINDS if av == "v1" or self.client.served(av)]
         # The pools' Prometheus Secret lives in the KEDA namespace only: read there, never cluster-wide (see
         # TenantsScope in the tenants module); ScaledObjects are found wherever the pools' targets were.
@@ -106,6 +121,9 @@ class NodePoolsRunner:
             for pool in model.node_pools}
         if nodes is not None:
             out["capacity"] = model.capacity
+        lock = self.run_lock.report()
+        if lock:
+            out["lock"] = lock
         return out
 
     def kept_objects(self, scope: PruneScope, desired: t.Sequence[t.Mapping[str, t.Any]]) -> t.List[t.Dict[str, t.Any]]:
@@ -137,4 +155,5 @@ NODE_POOLS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
     check_templates=dict(type="bool", default=True),
     keda_namespace=dict(type="str"),
     prune=dict(type="bool", default=False),
+    **RUN_LOCK_ARGUMENT_SPEC,
 )

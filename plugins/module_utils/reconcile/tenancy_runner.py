@@ -29,7 +29,6 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model im
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import InventoryError, problem_count
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, ApiUnreachable, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, read_holder
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import LiveState
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, adoption_name, tenant_of
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
@@ -42,6 +41,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs i
     inventory_from_params,
     read_nodes,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.run_lock import RUN_LOCK_ARGUMENT_SPEC, RunLock
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_scope import (
     TenantsScope,
     owned_by_tenants,
@@ -71,7 +71,7 @@ class TenancyRunner:
         # Called with every secret value read at run time (token_file, token_secret), so the module can register
         # it with no_log_values before anything that could contain it is returned or logged.
         self.secret_sink: t.Callable[[str], None] = lambda _value: None
-        self.lock: t.Optional[LeaseLock] = None
+        self.run_lock = RunLock(client, params, check_mode, self.warnings, sleep=sleep, clock=clock)
 
     # -- inputs ---------------------------------------------------------------------------------------
     def keda_namespace(self, platform: str) -> str:
@@ -215,11 +215,7 @@ class TenancyRunner:
             err.details.pop("partial_result", None)
             raise err
         finally:
-            if self.lock is not None:
-                unreachable = getattr(self.client, "unreachable", None) is not None
-                warning = self.lock.release()
-                if warning and not unreachable:
-                    self.warnings.append(warning)
+            self.run_lock.release()
 
     def _run(self) -> t.Dict[str, t.Any]:
         p = self.params
@@ -262,8 +258,8 @@ class TenancyRunner:
         # Before the first write (the lock, a drain): an object of a desired name that the collection does not own
         # fails the run now, on the state just read, so a refused run writes nothing at all.
         engine.guard(state)
-        if self.take_lock():
-            engine.confirm_lock = self.confirm_lock  # before each apply tier and before prune (kube/lease.py)
+        if self.run_lock.take():
+            engine.confirm_lock = self.run_lock.confirm  # before each apply tier and before prune (kube/lease.py)
             state = self.recheck(engine, state, desired, scope, also)
         desired, state = self.with_credential(engine, model, platform, limit, desired, state, scope, also)
         live_cqs = [cq for cq in state.of_kind("ClusterQueue") if owned_by_tenants(cq)]
@@ -276,11 +272,11 @@ class TenancyRunner:
         if limit is not None:
             offboard = [x for x in offboard if x in limit]
         draining = [cq for cq in live_cqs if tenant_of(cq) in offboard]
-        self.confirm_lock("before draining, releasing drains and recreating LocalQueues")
+        self.run_lock.confirm("before draining, releasing drains and recreating LocalQueues")
         engine.drain(kueue_av, "ClusterQueue", draining, float(p.get("drain_timeout", 600)), self.sleep, self.clock)
         if draining:
             # A drain waits for the tenants' workloads (up to drain_timeout): long enough to lose the lock.
-            self.confirm_lock("after draining, before releasing drains and recreating LocalQueues")
+            self.run_lock.confirm("after draining, before releasing drains and recreating LocalQueues")
         engine.undrain(kueue_av, "ClusterQueue",
                        [cq for cq in live_cqs if tenant_of(cq) in present and (limit is None or tenant_of(cq) in limit)])
         recreated = self.recreate_moved_local_queues(desired, kueue_av, engine, state)
@@ -311,48 +307,10 @@ class TenancyRunner:
         out.setdefault("api_versions", {})["kueue.x-k8s.io"] = kueue_version
         if nodes is not None:
             out["capacity"] = model.capacity
-        if self.lock is not None:
-            out["lock"] = {"lease": self.lock.ref, "holder": self.lock.identity, "waited": round(self.lock.waited, 1),
-                           "took_over": self.lock.took_over}
+        lock = self.run_lock.report()
+        if lock:
+            out["lock"] = lock
         return out
-
-    # -- lock -----------------------------------------------------------------------------------------
-    def take_lock(self) -> bool:
-        """Hold the Lease for a run that writes; in check mode warn about a holder. True when this run holds it."""
-        p = self.params
-        if not p.get("lock", True):
-            return False
-        name, namespace = p.get("lock_name") or "gpuaas-tenants", p.get("lock_namespace") or "kube-system"
-        if self.check_mode:
-            holder = read_holder(self.client, name, namespace)
-            if holder:
-                self.warnings.append("another run (holder %s) holds the lock since %s: a real run would wait for it"
-                                     % (holder.get("holderIdentity"), holder.get("acquireTime")))
-            return False
-        self.lock = LeaseLock(self.client, name, namespace, wait=float(p.get("lock_wait", 60)),
-                              duration=int(p.get("lock_duration") or 60), sleep=self.sleep, clock=self.clock)
-        try:
-            self.lock.acquire()
-        except GpuaasError as err:
-            if err.details.get("status") != 403:
-                raise
-            # Credentials without rights on the lock Lease: run unguarded, but say so loudly.
-            self.warnings.append(
-                "the lock %s could not be taken (forbidden): this run is not guarded against a concurrent run. "
-                "Grant get, create, update and delete on leases.coordination.k8s.io in %s to the automation "
-                "account, or set gpuaas_tenants_lock: false to silence this" % (self.lock.ref, self.lock.namespace))
-            self.lock = None
-            return False
-        self.lock.start_renewal()
-        if self.lock.took_over:
-            self.warnings.append("took over the lock %s from %s, which had not renewed it for %ss (a run that "
-                                 "died?)" % (self.lock.ref, self.lock.took_over, self.lock.duration))
-        return True
-
-    def confirm_lock(self, before: str) -> None:
-        """LockLost unless this run still holds its lock (nothing to confirm without one: check mode, lock off)."""
-        if self.lock is not None and not self.check_mode:
-            self.lock.confirm(before)
 
     def recheck(self, engine: ApplyEngine, state: LiveState, desired: t.List[Obj], scope: TenantsScope,
                 also: t.Sequence[t.Tuple[str, str]]) -> LiveState:
@@ -543,10 +501,6 @@ TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
     concurrency=dict(type="int", default=8),
     prune=dict(type="bool", default=False),
     allow_empty=dict(type="bool", default=False),
-    lock=dict(type="bool", default=True),
-    lock_namespace=dict(type="str", default="kube-system"),
-    lock_name=dict(type="str", default="gpuaas-tenants"),
-    lock_wait=dict(type="int", default=60),
-    lock_duration=dict(type="int", default=60),
+    **RUN_LOCK_ARGUMENT_SPEC,
     adopt=dict(type="list", elements="str", default=[]),
 )

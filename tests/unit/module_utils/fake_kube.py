@@ -153,12 +153,45 @@ class FakeResource:
             self.client.writes.append(("apply", key))
         return copy.deepcopy(obj)
 
+    # create/replace: what the Lease lock uses (kube/lease.py), with the API server's compare-and-swap on
+    # metadata.resourceVersion (409 Conflict when the object moved since it was read).
+    def create(self, body: t.Dict[str, t.Any], field_manager: t.Optional[str] = None) -> t.Dict[str, t.Any]:
+        meta = body["metadata"]
+        self.client.calls.append(("create", self.kind, meta.get("namespace"), meta["name"]))
+        key = self._key(meta["name"], meta.get("namespace"))
+        if key in self.client.store:
+            raise api_exception(409, "AlreadyExists", '%s "%s" already exists' % (self.plural, meta["name"]))
+        obj = copy.deepcopy(body)
+        obj["metadata"].update({"uid": "uid-%d" % len(self.client.store), "resourceVersion": str(len(self.client.calls))})
+        self.client.store[key] = obj
+        self.client.writes.append(("create", key))
+        return copy.deepcopy(obj)
+
+    def replace(self, body: t.Dict[str, t.Any], field_manager: t.Optional[str] = None) -> t.Dict[str, t.Any]:
+        meta = body["metadata"]
+        self.client.calls.append(("replace", self.kind, meta.get("namespace"), meta["name"]))
+        key = self._key(meta["name"], meta.get("namespace"))
+        live = self.client.store.get(key)
+        if live is None:
+            raise api_exception(404, "NotFound", '%s "%s" not found' % (self.plural, meta["name"]))
+        if meta.get("resourceVersion") != live["metadata"].get("resourceVersion"):
+            raise api_exception(409, "Conflict", "the object has been modified; please apply your changes to the "
+                                                 "latest version and try again")
+        obj = copy.deepcopy(body)
+        obj["metadata"].update({"uid": live["metadata"].get("uid"), "resourceVersion": str(len(self.client.calls))})
+        self.client.store[key] = obj
+        self.client.writes.append(("replace", key))
+        return copy.deepcopy(obj)
+
     def delete(self, name: str, namespace: t.Optional[str] = None, propagation_policy: str = "Background",
-               dry_run: bool = False) -> t.Optional[t.Dict[str, t.Any]]:
+               dry_run: bool = False, preconditions: t.Optional[t.Mapping[str, t.Any]] = None) -> t.Optional[t.Dict[str, t.Any]]:
         self.client.calls.append(("delete", self.kind, namespace, name, dry_run))
         key = self._key(name, namespace)
         if key not in self.client.store:
             return None
+        live_meta = self.client.store[key]["metadata"]
+        if preconditions and any(live_meta.get(k) != v for k, v in preconditions.items() if v is not None):
+            raise api_exception(409, "Conflict", "Precondition failed: %s" % dict(preconditions))
         obj = self.client.store[key]
         if not dry_run:
             del self.client.store[key]

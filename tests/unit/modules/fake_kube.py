@@ -20,7 +20,7 @@ from module_utils.fake_kube import FakeClient, FakeResource  # noqa: E402  pylin
 
 NAMESPACED = {"Subscription", "InstallPlan", "ClusterServiceVersion", "OperatorGroup", "LocalQueue", "Secret",
               "ConfigMap", "ServiceMonitor", "PodMonitor", "PrometheusRule", "GrafanaDashboard", "ScaledObject",
-              "RoleBinding", "Deployment", "StatefulSet", "Pod", "Service", "Job", "Workload"}
+              "RoleBinding", "Deployment", "StatefulSet", "Pod", "Service", "Job", "Workload", "Lease"}
 
 
 class _ObjectsView(t.MutableMapping):
@@ -62,7 +62,8 @@ class FakeKube(FakeClient):
     def __init__(self, served: t.Iterable[t.Tuple[str, str]] = (), version: str = "v1.35.4") -> None:
         super().__init__()
         self.kinds = {}
-        for api_version, kind in set(served) | {("v1", "Namespace")}:
+        # Namespace and Lease (coordination.k8s.io, the run lock) are served by every cluster
+        for api_version, kind in set(served) | {("v1", "Namespace"), ("coordination.k8s.io/v1", "Lease")}:
             self.kinds.setdefault(api_version, {})[kind] = (kind.lower() + "s", kind in NAMESPACED)
         self.objects = _ObjectsView(self.store)
         self.version = version

@@ -11,6 +11,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_poo
 
 import fake_kube  # noqa: E402  (tests/unit/modules/fake_kube.py, on sys.path through conftest)
 from fake_kube import FakeKube
+from module_utils.fake_kube import api_exception  # noqa: E402  (the shared fake, on sys.path through fake_kube)
 
 fake_kube.NAMESPACED.add("MachineSet")
 MS_V = "machine.openshift.io/v1beta1"
@@ -99,3 +100,74 @@ def test_prometheus_credentials_are_read_only_for_pools(tmp_path):
     assert out["created"] == [] and not out["changed"]
     with pytest.raises(GpuaasError, match="token_file"):
         NodePoolsRunner(kube, dict(params(), prometheus=no_pools["prometheus"])).run()
+
+
+LEASE_KEY = ("Lease", "kube-system", "gpuaas-tenants")
+
+
+def held_lease(holder="awx-job-41@runner-7"):
+    """The tenants run lock as another run holds it right now (renewed a moment ago)."""
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "gpuaas-tenants", "namespace": "kube-system", "resourceVersion": "7", "uid": "u-1"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60,
+                     "acquireTime": "2026-12-02T10:00:00.000000Z", "renewTime": "2026-12-02T10:00:00.000000Z"}}
+
+
+def test_pools_run_holds_the_tenants_run_lock_and_gives_it_back():
+    """Issue 22 item 5: node_pools writes ScaledObjects and a credential beside the tenants run: same Lease."""
+    kube = FakeKube(SERVED)
+    kube.add(machineset({"gpuaas.io/pool": "h100"}))
+    out = NodePoolsRunner(kube, params()).run()
+    assert out["lock"]["lease"] == "Lease kube-system/gpuaas-tenants" and out["lock"]["took_over"] is None
+    creates = [c for c in kube.calls if c[0] == "create" and c[1] == "Lease"]
+    assert len(creates) == 1
+    first_apply = next(i for i, c in enumerate(kube.calls) if c[0] == "apply" and not c[4])
+    assert kube.calls.index(creates[0]) < first_apply  # held before the first write
+    assert LEASE_KEY not in kube.objects  # released at the end
+
+
+def test_pools_run_waits_for_another_runs_lock_and_writes_nothing():
+    """A tenants run of another automation job holds the Lease: the pools run fails after lock_wait, nothing written."""
+    kube = FakeKube(SERVED)
+    kube.add(machineset({"gpuaas.io/pool": "h100"}))
+    kube.add(held_lease())
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+        # the other run keeps renewing: its record moves, so it is never taken over
+        lease = kube.objects[LEASE_KEY]
+        lease["metadata"]["resourceVersion"] = str(int(lease["metadata"]["resourceVersion"]) + 1)
+
+    runner = NodePoolsRunner(kube, dict(params(), lock_wait=5), sleep=sleep, clock=lambda: now[0])
+    with pytest.raises(GpuaasError) as info:
+        runner.run()
+    assert "awx-job-41@runner-7" in info.value.message
+    assert not [w for w in kube.writes if w[1][0] != "Lease"]
+    assert kube.objects[LEASE_KEY]["spec"]["holderIdentity"] == "awx-job-41@runner-7"  # not released by us
+
+
+def test_pools_check_mode_warns_about_a_holder_and_takes_no_lock():
+    kube = FakeKube(SERVED)
+    kube.add(machineset({"gpuaas.io/pool": "h100"}))
+    kube.add(held_lease())
+    runner = NodePoolsRunner(kube, params(), check_mode=True)
+    out = runner.run()
+    assert "lock" not in out and kube.writes == []
+    assert any("holds the lock" in w for w in runner.warnings)
+
+
+def test_pools_run_without_lock_rights_says_so():
+    """An account without rights on the Lease runs unguarded, with the same warning as the tenants run."""
+    kube = FakeKube(SERVED)
+    kube.add(machineset({"gpuaas.io/pool": "h100"}))
+    lease_res = kube.resource("coordination.k8s.io/v1", "Lease")
+
+    def forbidden(*_args, **_kwargs):
+        raise api_exception(403, "Forbidden", 'leases.coordination.k8s.io "gpuaas-tenants" is forbidden')
+
+    lease_res.get = forbidden
+    runner = NodePoolsRunner(kube, params())
+    out = runner.run()
+    assert "lock" not in out and out["changed"]
+    assert any("could not be taken (forbidden)" in w for w in runner.warnings)

@@ -12,6 +12,7 @@ import collections
 import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile import tenancy_runner
 
@@ -70,13 +71,13 @@ def test_one_run_parses_once_builds_once_and_lists_each_kind_once(counted):
 def test_state_read_again_under_the_lock_when_another_run_changed_a_cluster_queue(counted, monkeypatch):
     client = FakeClient(NODES)
     run(client, params())
-    acquire = tenancy_runner.LeaseLock.acquire
+    acquire = LeaseLock.acquire
 
     def another_run_finished_meanwhile(lock):
         client.objects[("ClusterQueue", None, "nlp")]["metadata"]["generation"] = 2  # its spec changed
         return acquire(lock)
 
-    monkeypatch.setattr(tenancy_runner.LeaseLock, "acquire", another_run_finished_meanwhile)
+    monkeypatch.setattr(LeaseLock, "acquire", another_run_finished_meanwhile)
     client.calls.clear()
     counted.clear()
     result = run(client, params())
@@ -88,7 +89,7 @@ def test_state_read_again_under_the_lock_when_another_run_changed_a_cluster_queu
 def test_a_status_update_meanwhile_is_no_reason_to_read_again(counted, monkeypatch):
     client = FakeClient(NODES)
     run(client, params())
-    acquire = tenancy_runner.LeaseLock.acquire
+    acquire = LeaseLock.acquire
 
     def kueue_wrote_a_status_meanwhile(lock):
         cq = client.objects[("ClusterQueue", None, "nlp")]
@@ -96,7 +97,7 @@ def test_a_status_update_meanwhile_is_no_reason_to_read_again(counted, monkeypat
         cq["status"] = {"pendingWorkloads": 3}
         return acquire(lock)
 
-    monkeypatch.setattr(tenancy_runner.LeaseLock, "acquire", kueue_wrote_a_status_meanwhile)
+    monkeypatch.setattr(LeaseLock, "acquire", kueue_wrote_a_status_meanwhile)
     client.calls.clear()
     run(client, params())
     assert lists(client)["ClusterQueue"] == 2 and lists(client)["LocalQueue"] == 1

@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, LockLost
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import LiveState
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TenancyRunner
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.run_lock import RunLock
 
 import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
 from test_tenants import NODES, FakeClient, params, run
@@ -123,14 +123,14 @@ def test_a_failed_renewal_stops_the_run_before_its_next_write_with_the_renewal_e
                 assert locks[0].renew() is False  # what the renewal thread does on its tick
         return applied
 
-    take_lock = TenancyRunner.take_lock
+    take_lock = RunLock.take
 
-    def take_lock_and_keep_it(runner):
-        held = take_lock(runner)
-        locks.append(runner.lock)
+    def take_lock_and_keep_it(run_lock):
+        held = take_lock(run_lock)
+        locks.append(run_lock.lease)
         return held
 
-    monkeypatch.setattr(TenancyRunner, "take_lock", take_lock_and_keep_it)
+    monkeypatch.setattr(RunLock, "take", take_lock_and_keep_it)
     monkeypatch.setattr(test_tenants.FakeResource, "apply", apply_while_the_renewal_fails)
     with pytest.raises(LockLost) as info:
         run(client, params())
