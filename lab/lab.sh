@@ -405,7 +405,17 @@ core_healthy() {
 
 cmd_up() {
   mkdir -p "$LAB_DIR"
-  if core_healthy; then log "lab already up (make lab-down first to restart)"; write_env; return 0; fi
+  if core_healthy; then
+    # A component that did not come up last time (a failed first `make demo`) is started now, not taken for up:
+    # a run on a lab without its Kueue or KEDA would wait for a controller that is not there.
+    local c; for c in $(cat "$LAB_DIR/components" 2>/dev/null || components); do
+      component_script "$c" status >/dev/null 2>&1 && continue
+      log "lab up but component $c is not running: starting it"
+      component_script "$c" up || die "component $c failed to start (logs: $LAB_DIR/logs/); make lab-down, then make lab-up"
+      reload_prometheus
+    done
+    log "lab already up (make lab-down first to restart)"; write_env; return 0
+  fi
   cmd_down_quiet
   ensure_prerequisites
   cmd_build

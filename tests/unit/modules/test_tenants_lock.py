@@ -15,6 +15,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, LockLost
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import LiveState
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.run_lock import RunLock
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TenancyRunner
 
 import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
 from test_tenants import NODES, FakeClient, params, run
@@ -138,3 +139,11 @@ def test_a_failed_renewal_stops_the_run_before_its_next_write_with_the_renewal_e
     assert info.value.message.endswith(": nothing more was written")
     mark, kind = marks[0]
     assert all(c == ("apply", kind) for c in writes_after(client, mark))
+
+
+def test_the_lock_uses_the_client_given_after_construction():
+    """entry.run_module builds the runner with no client and sets it just before run(): the lock must use that one."""
+    client = FakeClient(NODES)
+    runner = TenancyRunner(None, params())
+    runner.client = client
+    assert runner.run()["lock"]["lease"] == "Lease kube-system/gpuaas-tenants"
