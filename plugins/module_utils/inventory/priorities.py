@@ -80,7 +80,8 @@ def warn_top_priority_allowed(check: Validator, tenants: t.Sequence[Tenant], pri
         if prio.name in top and prio.open_to_tenants and defaulted:
             check.warn("gpuaas_priorities[%d].open_to_tenants: %s is the highest priority class and open to every "
                        "tenant without allowed_priorities (%s): their workloads outrank every other tenant's (Kueue "
-                       "admits them first and preempts lower-priority work for them). Unmark it and name it in the allowed_priorities of the tenants that need it."
+                       "admits them first and preempts lower-priority work for them). Unmark it and name it in the "
+                       "allowed_priorities of the tenants that need it."
                        % (index, prio.name, ", ".join(defaulted)))
     for index, tenant in enumerate(tenants):
         named = [p for p in tenant.allowed_priorities or [] if p in top]
