@@ -16,30 +16,25 @@ Credentials registered before the invocation is logged:
   (E(GPUAAS_PROMETHEUS_TOKEN)), as given, stripped and base64-encoded (the form a Secret's data holds).
 
 A token read from a Secret (``prometheus.token_secret``) is only known after a request, which is after the
-invocation log; but the invocation never holds it, and ``prometheus_client`` registers it before it is used, so
-that no result, warning or error can show it.
+invocation log; but the invocation never holds it, and the one Prometheus resolver (``prometheus_credential.py``,
+which ``prometheus_client`` and the tenants/node pools runs use) registers every value it reads before it is used,
+so that no result, warning or error can show it.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
-import os
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import K8S_AUTH_ARG_SPEC, KubeAnsibleModule
-from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import (
-    ENV_TOKEN,
-    ENV_TOKEN_FILE,
-    PrometheusClient,
-    client_from_params,
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import PrometheusClient, client_from_params
+from ansible_collections.gpuaas.platform.plugins.module_utils.prometheus_credential import (
+    Environment,
+    knowable_tokens,
     kube_secret_reader,
 )
-
-# A token file is a few hundred bytes to a few KiB (a ServiceAccount JWT); a path to anything much larger is a
-# mistake the resolver reports later, and is not worth reading into memory here.
-_TOKEN_FILE_MAX_BYTES = 64 * 1024
 
 
 def secret_forms(value: t.Any) -> t.Set[str]:
@@ -54,30 +49,10 @@ def secret_forms(value: t.Any) -> t.Set[str]:
     return forms
 
 
-def _read_token_file(path: t.Optional[str]) -> t.Optional[str]:
-    """The content of a token file, or None when it cannot be read (the Prometheus resolver reports why later)."""
-    if not path:
-        return None
-    try:
-        with open(os.path.expanduser(path), "r", encoding="utf-8") as handle:
-            return handle.read(_TOKEN_FILE_MAX_BYTES)
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def prometheus_tokens(settings: t.Optional[t.Mapping[str, t.Any]],
-                      environ: t.Optional[t.Mapping[str, str]] = None, read_files: bool = True) -> t.List[str]:
-    """Every Prometheus bearer token knowable without a request: inline, from a token file, from the environment.
-
-    The environment's token is listed even when the options give another one: it is in the process environment,
-    so registering it costs nothing and keeps it out of output whatever the resolver chooses.
-    """
-    environ = os.environ if environ is None else environ
-    settings = settings or {}
-    candidates = [settings.get("token"), environ.get(ENV_TOKEN)]
-    if read_files:
-        candidates += [_read_token_file(settings.get("token_file")), _read_token_file(environ.get(ENV_TOKEN_FILE))]
-    return [str(token) for token in candidates if token and str(token).strip()]
+                      environ: t.Optional[Environment] = None, read_files: bool = True) -> t.List[str]:
+    """Every Prometheus bearer token knowable without a request (``prometheus_credential.knowable_tokens``)."""
+    return knowable_tokens(settings, environ, read_files)
 
 
 class GpuaasModule(KubeAnsibleModule):
@@ -112,10 +87,7 @@ class GpuaasModule(KubeAnsibleModule):
 
     def prometheus_client(self) -> PrometheusClient:
         """A client for the ``prometheus`` option; a token read from a Secret is registered before it is used."""
-        client = client_from_params(self.params.get("prometheus"), kube_secret_reader(self))
-        if client.token:
-            self.register_secret(client.token)
-        return client
+        return client_from_params(self.params.get("prometheus"), kube_secret_reader(self), self.register_secret)
 
     def run(self, work: t.Callable[["GpuaasModule"], t.Dict[str, t.Any]], **fail_extra: t.Any) -> None:
         """Exit with what ``work(self)`` returns; a GpuaasError fails the module with its message, hint and problems.

@@ -66,7 +66,10 @@ options:
     elements: dict
     default: []
   priorities:
-    description: WorkloadPriorityClasses C({name, value, description}) (inventory C(gpuaas_priorities)).
+    description:
+      - WorkloadPriorityClasses C({name, value, description, open_to_tenants}) (inventory C(gpuaas_priorities)).
+      - A tenant without C(allowed_priorities) may use the classes with C(open_to_tenants=true), or only the
+        lowest class(es) when none is marked.
     type: list
     elements: dict
     default: []

@@ -97,11 +97,14 @@ def res(kube, api_version: str, kind: str):
     return kube.resources.get(api_version=api_version, kind=kind)
 
 
-def tenant(short: str, cpu: int, cohort: str, preemption: dict | None = None) -> dict:
+def tenant(short: str, cpu: int, cohort: str, preemption: dict | None = None,
+           priorities: list[str] | None = None) -> dict:
     t = {"name": name(short), "namespaces": [name(short)], "cohort": cohort,
          "quotas": [{"flavor": name("cpu"), "resources": {"cpu": cpu}}]}
     if preemption:
         t["preemption"] = preemption
+    if priorities is not None:
+        t["allowed_priorities"] = priorities
     return t
 
 
@@ -240,6 +243,9 @@ def test_three_queues_of_three_share_by_preemption(scenario, kube):
 def test_weighted_hierarchy_gives_4_2_2_4(scenario, kube):
     root, research = name("root"), name("research")
     lower = {"reclaim_within_cohort": "LowerPriority"}
+    # Kueue's scenario runs the high class in every queue: each tenant names it (by default a tenant gets only the
+    # lowest class, issue 22 item 7, and the admission policy refuses the high label even to the lab admin)
+    both = [name("low"), name("high")]
     inventory = {
         "gpuaas_flavors": [{"name": name("cpu")}],
         "gpuaas_cohorts": [
@@ -254,10 +260,10 @@ def test_weighted_hierarchy_gives_4_2_2_4(scenario, kube):
         "gpuaas_tenants": [
             # Kueue's test keeps the 12 CPUs in the root Cohort; the inventory has no cohort quotas (see above)
             tenant("bank", 12, root),
-            tenant("be", 0, name("best-effort")),
-            tenant("chem", 0, name("chemistry"), lower),
-            tenant("phys", 0, name("physics"), lower),
-            tenant("llmq", 0, name("llm"), lower),
+            tenant("be", 0, name("best-effort"), priorities=both),
+            tenant("chem", 0, name("chemistry"), lower, both),
+            tenant("phys", 0, name("physics"), lower, both),
+            tenant("llmq", 0, name("llm"), lower, both),
         ],
     }
     bank, be, chem, phys, llm = scenario(inventory)

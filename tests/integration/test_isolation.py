@@ -50,7 +50,9 @@ def inventory(lab) -> dict:
         "gpuaas_flavors": [{"name": "h100", "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
                             "tolerations": [TOLERATION]}],
         "gpuaas_cohorts": [],
-        "gpuaas_priorities": [{"name": "iso-low", "value": 100}, {"name": "iso-high", "value": 100000}],
+        # iso-mid is the class open to tenants: B and STRICT (no allowed_priorities) get it and nothing else
+        "gpuaas_priorities": [{"name": "iso-low", "value": 100}, {"name": "iso-mid", "value": 1000, "open_to_tenants": True},
+                              {"name": "iso-high", "value": 100000}],
         "gpuaas_tenants": [
             {"name": A, "namespaces": [A], "quotas": gpu_quota(1), "allowed_priorities": ["iso-low"],
              "access": {"users": ["nlp-team"]},
@@ -180,7 +182,7 @@ def installed(lab, run_playbook):
             "--ignore-not-found")
     kubectl(lab, "delete", "namespace", OWN, A, B, STRICT, "--wait=false", "--ignore-not-found")
     kubectl(lab, "delete", "clusterqueues.kueue.x-k8s.io", A, B, STRICT, "--ignore-not-found", "--wait=false")
-    kubectl(lab, "delete", "workloadpriorityclasses.kueue.x-k8s.io", "iso-low", "iso-high", "--ignore-not-found")
+    kubectl(lab, "delete", "workloadpriorityclasses.kueue.x-k8s.io", "iso-low", "iso-mid", "iso-high", "--ignore-not-found")
     kubectl(lab, "delete", "clustertriggerauthentication.keda.sh", "gpuaas-prometheus", "--ignore-not-found")
     kubectl(lab, "delete", "namespace", "gpuaas-keda", "--wait=false", "--ignore-not-found")
 
@@ -306,11 +308,27 @@ def test_priority_outside_the_allow_list_is_refused(installed, lab):
     system = job(name("sys"), A, labels={QUEUE: "default"})
     system["spec"]["template"]["spec"]["priorityClassName"] = "system-node-critical"
     refused(as_tenant(lab, system), "priorityClassName system-node-critical is not allowed", "(allowed: iso-low)")
-    # the allowed class is accepted; another tenant with the default (every class) may use iso-high
+    # the allowed class is accepted; another tenant without allowed_priorities gets the class open to tenants only
     ok = as_tenant(lab, job(name("low"), A, labels={QUEUE: "default", PRIORITY: "iso-low"}))
     assert ok.returncode == 0, ok.stderr
     ns = get_json(lab, "namespace", B)
-    assert ns["metadata"]["annotations"]["gpuaas.io/allowed-priorities"] == "iso-low,iso-high"
+    assert ns["metadata"]["annotations"]["gpuaas.io/allowed-priorities"] == "iso-mid"
+
+
+def test_top_priority_is_not_open_by_default(installed, lab):
+    """Issue 22 item 7, as the tenant user (alice) in STRICT, a tenant whose entry has no allowed_priorities: the
+    highest class is refused, the lowest too (a class is marked open_to_tenants, so only that one is the default),
+    and the open class iso-mid is accepted."""
+    for prio in ("iso-high", "iso-low"):
+        refused(as_tenant(lab, job(name("top"), STRICT, labels={QUEUE: "train", PRIORITY: prio})),
+                "Priority class %s is not allowed in tenant namespace %s (allowed: iso-mid)" % (prio, STRICT))
+    sneaky = job(name("pc"), STRICT, labels={QUEUE: "train"})
+    sneaky["spec"]["template"]["spec"]["priorityClassName"] = "iso-high"
+    refused(as_tenant(lab, sneaky), "priorityClassName iso-high is not allowed", "(allowed: iso-mid)")
+    n = name("open")
+    ok = as_tenant(lab, job(n, STRICT, labels={QUEUE: "train", PRIORITY: "iso-mid"}, suspend=True))
+    assert ok.returncode == 0, ok.stderr
+    kubectl(lab, "delete", "job", n, "-n", STRICT, "--wait=false")
 
 
 def test_scaled_object_cannot_take_the_platform_credential(installed, lab):

@@ -401,7 +401,7 @@ def test_a_job_whose_account_has_no_credential_is_refused(tmp_path):
 
 def test_prometheus_credential_type_injects_what_the_code_reads(rendered):
     ctype = rendered["controller_credential_types"][0]
-    source = (ROOT / "plugins" / "module_utils" / "observe" / "prometheus.py").read_text()
+    source = (ROOT / "plugins" / "module_utils" / "prometheus_credential.py").read_text()
     env_read = dict(re.findall(r'^(ENV_\w+) = "(GPUAAS_PROMETHEUS_\w+)"', source, re.M))
     for const in env_read:
         assert "os.environ.get(%s)" % const in source, const

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typing as t
 
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.priorities import tenant_priorities
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import is_accelerator, parse_quantity
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import Cohort, Priority, Tenant
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import Validator
@@ -33,8 +34,7 @@ def warn_unreclaimable_idle_quota(check: Validator, tenants: t.Sequence[Tenant],
 
     def best(tenant: Tenant) -> int:
         # a workload without a priority class has priority 0; compare the best each tenant may use
-        names = tenant.allowed_priorities if tenant.allowed_priorities is not None else list(values)
-        return max([0] + [values[n] for n in names if n in values])
+        return max([0] + [values[n] for n in tenant_priorities(tenant, priorities) if n in values])
 
     for i, tenant in enumerate(tenants):
         idle = [a.name for a in tenant.autoscaling if a.idle_window_seconds]

@@ -44,7 +44,13 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.node_poo
     NODE_POOL_TARGET_KINDS,
     parse_node_pools,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.priorities import PRIORITY_KEYS, parse_priorities
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.priorities import (
+    PRIORITY_KEYS,
+    default_priorities,
+    parse_priorities,
+    tenant_priorities,
+    warn_top_priority_allowed,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.prometheus import (
     PROMETHEUS_KEYS,
     TOKEN_SECRET_KEYS,
@@ -84,7 +90,7 @@ __all__ = [
     "TenantModel", "Flavor", "Cohort", "Priority", "Quota", "Preemption", "Access", "ExtraQueue", "Autoscaling",
     "Tenant", "NodePool", "PrometheusSettings", "InventoryError",
     # entry points besides TenantModel.from_inventory
-    "parse_autoscaling", "flavor_capacity", "tenant_index", "parse_quantity",
+    "parse_autoscaling", "flavor_capacity", "tenant_index", "parse_quantity", "default_priorities", "tenant_priorities",
     # the keys each inventory mapping accepts (role argument specs are tested equal to them)
     "FLAVOR_KEYS", "COHORT_KEYS", "PRIORITY_KEYS", "TENANT_KEYS", "QUOTA_KEYS", "PREEMPTION_KEYS", "BORROW_KEYS",
     "ACCESS_KEYS", "QUEUE_KEYS", "AUTOSCALING_KEYS", "TARGET_KEYS", "IDLE_KEYS", "LOAD_KEYS", "PROMETHEUS_KEYS",
@@ -148,6 +154,7 @@ class TenantModel:
         model.tenants = parse_tenants(check, inventory.get("gpuaas_tenants"), {f.name for f in model.flavors},
                                       {c.name for c in model.cohorts}, {p.name for p in model.priorities},
                                       model.prometheus.url)
+        warn_top_priority_allowed(check, model.tenants, model.priorities)
         warn_unreclaimable_idle_quota(check, model.tenants, model.cohorts, model.priorities)
         model.node_pools = parse_node_pools(check, inventory.get("gpuaas_node_pools"), model.flavors)
         if nodes is not None:

@@ -34,6 +34,8 @@ class Priority:
     name: str
     value: int
     description: t.Optional[str] = None
+    # a tenant without allowed_priorities may use it (priorities.default_priorities, issue 22 item 7)
+    open_to_tenants: bool = False
 
 
 @dataclass
@@ -114,8 +116,8 @@ class Tenant:
     queueing_strategy: t.Optional[str] = None
     labels: t.Dict[str, str] = field(default_factory=dict)
     default_queue: bool = True
-    # WorkloadPriorityClass names the tenant may use (Kueue label and pod priorityClassName); None = every
-    # class of gpuaas_priorities (issue 11)
+    # WorkloadPriorityClass names the tenant may use (Kueue label and pod priorityClassName), as its entry names
+    # them; None = the default (priorities.tenant_priorities: the classes open to tenants, else the lowest)
     allowed_priorities: t.Optional[t.List[str]] = None
 
     @property

@@ -44,7 +44,9 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model im
     SYSTEM_NAMESPACE_PREFIXES,
     SYSTEM_NAMESPACES,
     InventoryError,
+    Priority,
     TenantModel,
+    default_priorities,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import parse_quantity, quantity_text
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy
@@ -310,7 +312,9 @@ class _Importer:
         self.unexpressed(cq, sorted(k for k in spec if k not in _CQ_FIELDS and spec[k] != CLUSTER_QUEUE_DEFAULTS.get(k)), name)
 
     def namespace_settings(self, tenant: t.Dict[str, t.Any], priorities: t.Sequence[str]) -> None:
-        """labels, allowed_priorities and access of a tenant, from what the collection wrote on its namespaces."""
+        """labels, allowed_priorities and access of a tenant, from what the collection wrote on its namespaces.
+
+        ``priorities`` are the classes the imported inventory gives a tenant without ``allowed_priorities``."""
         by_name = {_name(ns): ns for ns in self.objects["Namespace"]}
         labels: t.Optional[t.Dict[str, str]] = None
         allowed: t.Optional[str] = None
@@ -326,8 +330,18 @@ class _Importer:
             allowed = (meta.get("annotations") or {}).get(tenancy.ALLOWED_PRIORITIES_ANNOTATION, allowed)
         if labels:
             tenant["labels"] = labels
-        if allowed is not None and [p for p in allowed.split(",") if p] != list(priorities):
-            tenant["allowed_priorities"] = [p for p in allowed.split(",") if p]
+        if allowed is not None:
+            # explicit unless it is the default the inventory gives (a namespace built before issue 22 item 7
+            # carries every class: the list keeps it so)
+            if [p for p in allowed.split(",") if p] != list(priorities):
+                tenant["allowed_priorities"] = [p for p in allowed.split(",") if p]
+        elif len(priorities) < len(self.objects["WorkloadPriorityClass"]):
+            self.warnings.append(
+                "tenant %s: nothing limits the priority classes of its namespaces today; the inventory's default lets "
+                "it use only %s (the lowest class: no class is marked open_to_tenants on import), so its workloads "
+                "labelled with a higher class are refused after the first run. Name the classes it needs in its "
+                "allowed_priorities, or mark classes open_to_tenants in gpuaas_priorities"
+                % (tenant["name"], ", ".join(priorities) or "none"))
         access: t.Dict[str, t.List[str]] = {}
         for rb in self.objects["RoleBinding"]:
             role = _ROLE_BINDINGS.get(_name(rb))
@@ -396,9 +410,11 @@ def import_inventory(objects: t.Mapping[str, t.Sequence[t.Mapping[str, t.Any]]])
     cluster_queues = imp.objects["ClusterQueue"]
     by_cq = imp.queues_by_cluster_queue({_name(cq) for cq in cluster_queues})
     priorities = imp.priorities()
+    # what a tenant without allowed_priorities gets (no class is marked open_to_tenants on import)
+    defaults = default_priorities([Priority(p["name"], p["value"]) for p in priorities])
     tenants = []
     for cq in cluster_queues:
-        tenant = imp.tenant(cq, by_cq.get(_name(cq), {}), [p["name"] for p in priorities])
+        tenant = imp.tenant(cq, by_cq.get(_name(cq), {}), defaults)
         if tenant is not None:
             tenants.append(tenant)
     flavors = imp.flavors({q["flavor"] for x in tenants for q in x["quotas"]})

@@ -43,6 +43,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership imp
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import (
     Tenant,
     TenantModel,
+    tenant_priorities,
 )
 
 COMPONENT_VALUE = "tenants"
@@ -180,10 +181,9 @@ def local_queue(name: str, namespace: str, cluster_queue_name: str, tenant: str)
 # -- namespaces and RBAC -----------------------------------------------------------------------------------
 
 def allowed_priorities(tenant: Tenant, model: t.Optional[TenantModel] = None) -> t.List[str]:
-    """The priority classes the tenant may use: its ``allowed_priorities``, else every class of the inventory."""
-    if tenant.allowed_priorities is not None:
-        return list(tenant.allowed_priorities)
-    return [p.name for p in model.priorities] if model is not None else []
+    """The priority classes the tenant may use (``priorities.tenant_priorities``: its ``allowed_priorities``, else
+    the classes open to tenants, else the lowest)."""
+    return tenant_priorities(tenant, model.priorities if model is not None else [])
 
 
 def namespace(name: str, tenant: Tenant, platform: str = "kubernetes",

@@ -27,15 +27,24 @@ from urllib.parse import urlencode
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import SSLValidationError, open_url
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, get_client, translate_api_exception
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-
-ENV_URL = "GPUAAS_PROMETHEUS_URL"
-ENV_TOKEN = "GPUAAS_PROMETHEUS_TOKEN"
-ENV_TOKEN_FILE = "GPUAAS_PROMETHEUS_TOKEN_FILE"
-ENV_CA_FILE = "GPUAAS_PROMETHEUS_CA_FILE"
-
-OPENSHIFT_THANOS_URL = "https://thanos-querier.openshift-monitoring.svc:9091"
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.prometheus import PROMETHEUS_KEYS  # noqa: F401  pylint: disable=unused-import
+# The URL and credential are resolved in one place for every reader (prometheus_credential.py); the names below
+# are re-exported for the modules and tests that import them from here.
+from ansible_collections.gpuaas.platform.plugins.module_utils.prometheus_credential import (  # noqa: F401  pylint: disable=unused-import
+    DEFAULT_TIMEOUT,
+    ENV_CA_FILE,
+    ENV_TOKEN,
+    ENV_TOKEN_FILE,
+    ENV_URL,
+    OPENSHIFT_THANOS_URL,
+    PrometheusCredential,
+    PrometheusError,
+    SecretReader,
+    SecretSink,
+    kube_secret_reader,
+    query_settings,
+    raw_token_from_secret,
+)
 
 # The options of the ``prometheus`` dict every gpuaas module that talks to Prometheus accepts
 # (doc fragment ``gpuaas.platform.prometheus``); it mirrors the ``gpuaas_prometheus`` inventory setting.
@@ -63,14 +72,8 @@ PROMETHEUS_ARG_SPEC: t.Dict[str, t.Any] = {
     },
 }
 
-PROMETHEUS_KEYS = ("url", "token", "token_file", "token_secret", "ca_file", "validate_certs", "timeout")
-
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
-
-class PrometheusError(GpuaasError):
-    """Prometheus could not answer: unreachable, TLS, authentication, or a PromQL error."""
 
 
 def parse_duration(value: t.Union[str, int, float]) -> float:
@@ -131,23 +134,8 @@ def regex_alternation(values: t.Iterable[str]) -> str:
 
 
 def token_from_secret(secret: t.Mapping[str, t.Any], key: str = "token") -> str:
-    """The bearer token stored under ``key`` in a Secret object (e.g. a ServiceAccount token Secret)."""
-    meta = secret.get("metadata") or {}
-    ref = "%s/%s" % (meta.get("namespace", "?"), meta.get("name", "?"))
-    data = secret.get("data") or {}
-    string_data = secret.get("stringData") or {}
-    if key in data and data[key]:
-        try:
-            return base64.b64decode(data[key]).decode("utf-8").strip()
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise PrometheusError("Secret %s: key %r is not valid base64 text: %s" % (ref, key, exc))
-    if key in string_data and string_data[key]:
-        return str(string_data[key]).strip()
-    raise PrometheusError(
-        "Secret %s has no key %r (keys: %s)" % (ref, key, ", ".join(sorted(data)) or "none"),
-        hint="for a ServiceAccount token Secret (type kubernetes.io/service-account-token) the key is 'token'; "
-        "check that the token controller has filled it",
-    )
+    """The bearer token stored under ``key`` in a Secret object (e.g. a ServiceAccount token Secret), stripped."""
+    return raw_token_from_secret(secret, key)[0].strip()
 
 
 def resolve_token(
@@ -156,31 +144,11 @@ def resolve_token(
     secret: t.Optional[t.Mapping[str, t.Any]] = None,
     secret_key: str = "token",
 ) -> t.Optional[str]:
-    """The bearer token from, in order: a value, a file, a Secret object. ``None`` when none is given."""
-    given = [name for name, val in (("token", token), ("token_file", token_file), ("token_secret", secret)) if val]
-    if len(given) > 1:
-        raise PrometheusError(
-            "Prometheus token given more than once (%s)" % ", ".join(given),
-            hint="set only one of token, token_file and token_secret",
-        )
-    if token:
-        return token.strip()
-    if token_file:
-        try:
-            with open(token_file, "r", encoding="utf-8") as handle:
-                value = handle.read().strip()
-        except OSError as exc:
-            raise PrometheusError(
-                "cannot read the Prometheus token file %s: %s" % (token_file, exc.strerror or exc),
-                hint="check the path and permissions of token_file (inside a pod: "
-                "/var/run/secrets/kubernetes.io/serviceaccount/token)",
-            )
-        if not value:
-            raise PrometheusError("the Prometheus token file %s is empty" % token_file)
-        return value
-    if secret:
-        return token_from_secret(secret, secret_key)
-    return None
+    """The bearer token to send from, in order: a value, a file, a Secret object. ``None`` when none is given."""
+    meta = (secret or {}).get("metadata") or {}
+    ref = {"name": meta.get("name", "?"), "namespace": meta.get("namespace", "?"), "key": secret_key} if secret else None
+    return PrometheusCredential(lambda _name, _namespace: secret).query_token(
+        {"token": token, "token_file": token_file, "token_secret": ref})
 
 
 # Warn this long before a bearer token expires: the rotation step of docs/production.md takes minutes, but the token
@@ -226,27 +194,7 @@ def token_expiry_report(token: t.Optional[str], now: float,
 
 def settings_from_params(params: t.Optional[t.Mapping[str, t.Any]]) -> t.Dict[str, t.Any]:
     """Complete a ``prometheus`` option dict with the ``GPUAAS_PROMETHEUS_*`` environment variables."""
-    params = dict(params or {})
-    settings = {key: params.get(key) for key in PROMETHEUS_KEYS}
-    if not settings["url"]:
-        settings["url"] = os.environ.get(ENV_URL)
-    if not (settings["token"] or settings["token_file"] or settings["token_secret"]):
-        settings["token"] = os.environ.get(ENV_TOKEN) or None
-        if not settings["token"]:
-            settings["token_file"] = os.environ.get(ENV_TOKEN_FILE) or None
-    if not settings["ca_file"]:
-        settings["ca_file"] = os.environ.get(ENV_CA_FILE) or None
-    if settings["validate_certs"] is None:
-        settings["validate_certs"] = True
-    if not settings["timeout"]:
-        settings["timeout"] = 30
-    if not settings["url"]:
-        raise PrometheusError(
-            "no Prometheus URL given",
-            hint="set gpuaas_prometheus.url (module option prometheus.url) or the %s environment variable; "
-            "on OpenShift use %s" % (ENV_URL, OPENSHIFT_THANOS_URL),
-        )
-    return settings
+    return query_settings(params)
 
 
 def parse_time(value: t.Optional[str], default: float) -> float:
@@ -267,38 +215,15 @@ def parse_time(value: t.Optional[str], default: float) -> float:
     return parsed.timestamp()
 
 
-def kube_secret_reader(module: t.Any) -> t.Callable[[str, str], t.Optional[t.Dict[str, t.Any]]]:
-    """``read_secret(name, namespace)`` for :func:`client_from_params` through the module's Kubernetes connection options."""
-    def read(name: str, namespace: str) -> t.Optional[t.Dict[str, t.Any]]:
-        client = get_client(module)
-        try:
-            return client.resource("v1", "Secret").get(name, namespace)
-        except ApiException as exc:
-            raise translate_api_exception(exc, "read", "Secret %s/%s" % (namespace, name))
-    return read
-
-
 def client_from_params(
     params: t.Optional[t.Mapping[str, t.Any]],
-    read_secret: t.Optional[t.Callable[[str, str], t.Optional[t.Mapping[str, t.Any]]]] = None,
+    read_secret: t.Optional[SecretReader] = None,
+    sink: SecretSink = lambda _value: None,
 ) -> "PrometheusClient":
     """A client for a module's ``prometheus`` option; ``read_secret(name, namespace)`` fetches a Secret
-    object for ``token_secret`` (the caller owns the Kubernetes connection)."""
-    settings = settings_from_params(params)
-    secret_ref = settings.get("token_secret")
-    secret = None
-    if secret_ref:
-        if read_secret is None:
-            raise PrometheusError("token_secret needs a Kubernetes connection")
-        secret = read_secret(secret_ref["name"], secret_ref["namespace"])
-        if secret is None:
-            raise PrometheusError(
-                "the token Secret %s/%s does not exist" % (secret_ref["namespace"], secret_ref["name"]),
-                hint="create a ServiceAccount token Secret (type kubernetes.io/service-account-token, annotation "
-                "kubernetes.io/service-account.name) or give token/token_file instead",
-            )
-    token = resolve_token(settings.get("token"), settings.get("token_file"), secret,
-                          (secret_ref or {}).get("key") or "token")
+    object for ``token_secret`` (the caller owns the Kubernetes connection); every token read goes to ``sink``."""
+    settings = query_settings(params)
+    token = PrometheusCredential(read_secret, sink).query_token(settings)
     return PrometheusClient.from_settings(settings, token=token or "")
 
 
@@ -342,7 +267,7 @@ class PrometheusClient:
             token=token,
             ca_file=settings.get("ca_file"),
             validate_certs=settings.get("validate_certs", True),
-            timeout=settings.get("timeout") or 30,
+            timeout=settings.get("timeout") or DEFAULT_TIMEOUT,
         )
 
     # -- HTTP -------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import k
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import node_pools as builders
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import redact_secret_data
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import (
-    PrometheusCredential,
     inventory_from_params,
+    prometheus_credential,
     read_nodes,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.run_lock import RUN_LOCK_ARGUMENT_SPEC, RunLock
@@ -99,7 +99,7 @@ class NodePoolsRunner:
         prom = model.prometheus
         token = ca_data = None
         if model.node_pools:
-            credential = PrometheusCredential(self.client, self.secret_sink)
+            credential = prometheus_credential(self.client, self.secret_sink)
             token, ca_data = credential.token(prom), credential.ca(prom)
         labels = add_ownership({}, component=builders.COMPONENT_VALUE)
         platform = "openshift" if self.client.served("config.openshift.io/v1") else "kubernetes"

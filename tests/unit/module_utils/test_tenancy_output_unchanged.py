@@ -5,8 +5,11 @@
 
 The digests were taken at 1f12208, before the admission policy moved to ``manifests/admission.py``: every
 example inventory must still build byte-identical objects, in the same order. A change that is meant to alter the
-objects updates a digest here, and its commit says why. Updated once since: issue 22 item 2 (the admission policy
-pins the node pools' credential too and names the credential used in its refusals).
+objects updates a digest here, and its commit says why. Updated since: issue 22 item 2 (the admission policy
+pins the node pools' credential too and names the credential used in its refusals); issue 22 item 7 (the safe
+priority default: the allowed-priorities annotation of the tenants without ``allowed_priorities`` is now the class
+marked ``open_to_tenants`` (batch) instead of every class — checked equal to the old digests with only that
+annotation set back to every class; the serving tenants name production explicitly).
 """
 
 from __future__ import annotations
@@ -25,18 +28,18 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 
 # (inventory, platform, with credentials and custom admission settings) -> (object count, sha256 prefix)
 DIGESTS = {
-    ("lab", "kubernetes", False): (41, "268d80ac5cf8075b"),
-    ("lab", "kubernetes", True): (43, "73cb143cf9d37a47"),
-    ("lab", "openshift", False): (41, "171651b8660372ff"),
-    ("lab", "openshift", True): (43, "bcd4366a261f8988"),
-    ("examples/kubernetes", "kubernetes", False): (29, "8a4d59a6c0a4107b"),
-    ("examples/kubernetes", "kubernetes", True): (31, "ea73ca4e5d850c94"),
-    ("examples/kubernetes", "openshift", False): (29, "aa8e7d251f37c7b8"),
-    ("examples/kubernetes", "openshift", True): (31, "38b3e590c2dfe42d"),
-    ("examples/openshift", "kubernetes", False): (27, "cdef16591b57bbc9"),
-    ("examples/openshift", "kubernetes", True): (29, "4ea4413d47dbf1b3"),
-    ("examples/openshift", "openshift", False): (27, "5e1e8d55a3c9e938"),
-    ("examples/openshift", "openshift", True): (29, "cb374191b659d0e0"),
+    ("lab", "kubernetes", False): (41, "437fe7e5602703b3"),
+    ("lab", "kubernetes", True): (43, "bb34619659c4a3f5"),
+    ("lab", "openshift", False): (41, "52dbddc97071808b"),
+    ("lab", "openshift", True): (43, "6c24016e87855581"),
+    ("examples/kubernetes", "kubernetes", False): (29, "7ba86e6f9f9a816a"),
+    ("examples/kubernetes", "kubernetes", True): (31, "2a0e514eb7ce7a28"),
+    ("examples/kubernetes", "openshift", False): (29, "34046d00b01f6b3b"),
+    ("examples/kubernetes", "openshift", True): (31, "39ea46c78c117655"),
+    ("examples/openshift", "kubernetes", False): (27, "15769d2ba766565a"),
+    ("examples/openshift", "kubernetes", True): (29, "02b3a2bca0d2449a"),
+    ("examples/openshift", "openshift", False): (27, "a0e577d5afc1340b"),
+    ("examples/openshift", "openshift", True): (29, "9bc428a6041dc7b1"),
 }
 
 
