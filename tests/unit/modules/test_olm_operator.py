@@ -24,8 +24,9 @@ def params(**over):
     base = dict(state="present", package="gpu-operator-certified", name=None, namespace="nvidia-gpu-operator",
                 create_namespace=True, namespace_labels={}, channel="v25.3", source="certified-operators",
                 source_namespace="openshift-marketplace", starting_csv=None, install_plan_approval="Automatic",
-                subscription_config=None, operator_group=True, operator_group_name=None,
-                target_namespaces=["nvidia-gpu-operator"], wait=True, wait_timeout=5, delete_namespace=False)
+                subscription_config=None, operator_group="auto", operator_group_name=None,
+                target_namespaces=["nvidia-gpu-operator"], wait=True, wait_timeout=5, resolution_grace=30,
+                operand=None, delete_namespace=False)
     base.update(over)
     return base
 
@@ -117,13 +118,14 @@ def test_check_mode_writes_nothing():
     assert result["csv"]["phase"] is None
 
 
-def test_second_operator_group_is_refused():
+def test_create_refuses_a_second_operator_group_before_any_write():
     kube = FakeKube(SERVED)
     kube.add({"kind": "Namespace", "metadata": {"name": "nvidia-gpu-operator"}})
     kube.add({"kind": "OperatorGroup", "metadata": {"name": "someone-elses", "namespace": "nvidia-gpu-operator"}})
     with pytest.raises(GpuaasError) as err:
-        olm_operator.OlmOperator(module(), kube).present()
-    assert "someone-elses" in str(err.value) and "operator_group: false" in err.value.hint
+        olm_operator.OlmOperator(module(operator_group="create"), kube).present()
+    assert "someone-elses" in str(err.value) and "operator_group: auto or reuse" in str(err.value)
+    assert kube.writes == []
 
 
 def test_absent_removes_subscription_csv_and_own_operator_group_only():
