@@ -16,12 +16,12 @@ description:
     OperatorHub install from the console), then the Subscription (package, channel, catalog source, optional pinned
     O(starting_csv), O(subscription_config)), and waits until the operator's ClusterServiceVersion reaches phase
     C(Succeeded).
-  - A Subscription OLM cannot resolve (a package or channel the catalog does not have: condition
+  - A Subscription OLM cannot resolve (a package or channel the catalog does not have, condition
     C(ResolutionFailed=True)) stops the module once the condition has held for O(resolution_grace) seconds, with
     OLM's message and the command that lists the package's channels, instead of waiting the whole O(wait_timeout).
   - With O(operand), applies the operator's custom resource (ClusterPolicy, NodeFeatureDiscovery, Kueue,
     KedaController ...) once the CSV succeeded. An operand that exists without the collection's ownership label
-    (made by someone else) is never force-applied: only O(operand.spec) is merged into it by server-side apply
+    (made by someone else) is never force-applied; only O(operand.spec) is merged into it by server-side apply
     without forcing conflicts, so a field another manager set to another value stops the module with the list of
     those fields, their managers and how to adopt the operand (O(operand.adopt)); nothing is written then.
   - With O(install_plan_approval=Manual), approves exactly the expected InstallPlan (the one installing the
@@ -58,7 +58,7 @@ options:
       - Extra labels for the namespace (for example C(openshift.io/cluster-monitoring=true), which NVIDIA's OpenShift
         procedure sets on the GPU Operator namespace).
       - On a namespace the collection did not create (no ownership label), only these labels are applied, without
-        the ownership label and without forcing: a label someone else set to another value stops the module.
+        the ownership label and without forcing; a label someone else set to another value stops the module.
     type: dict
     default: {}
   channel:
@@ -126,12 +126,12 @@ options:
     default: 30
   operand:
     description:
-      - The operator's custom resource to apply once its CSV succeeded (in check mode: dry run when its API is
+      - The operator's custom resource to apply once its CSV succeeded (in check mode a dry run when its API is
         served, else reported as skipped).
-      - Absent, or carrying the collection's label C(app.kubernetes.io/managed-by=gpuaas.platform) (it created it):
+      - Absent, or carrying the collection's label C(app.kubernetes.io/managed-by=gpuaas.platform) (it created it) -
         the CSV's C(alm-examples) entry of O(operand.kind) with O(operand.spec) merged over it is force-applied by
         the collection's field manager.
-      - Present without that label: only O(operand.spec) is applied, without the label and without forcing
+      - Present without that label - only O(operand.spec) is applied, without the label and without forcing
         conflicts (other fields keep their values and owners); a field another field manager holds with another
         value stops the module with the field list, unless O(operand.adopt).
     type: dict
@@ -161,7 +161,7 @@ options:
         default: true
       adopt:
         description:
-          - Take over an operand made by someone else: label it as the collection's and force-apply the example with
+          - Take over an operand made by someone else, label it as the collection's and force-apply the example with
             O(operand.spec) over it (fields another manager set are reset).
         type: bool
         default: false

@@ -283,7 +283,7 @@ def merge_spec(base: t.Any, override: t.Any) -> t.Any:
     """``override`` merged over ``base`` recursively (maps merge, anything else is replaced), as Ansible's
     ``combine(recursive=True)``; neither argument is modified."""
     if isinstance(base, dict) and isinstance(override, dict):
-        out = {k: v for k, v in base.items()}
+        out = dict(base.items())
         for key, value in override.items():
             out[key] = merge_spec(base.get(key), value) if key in base else value
         return json.loads(json.dumps(out))
