@@ -17,6 +17,15 @@ status transitions the gpuaas.platform install roles wait for, nothing else:
    that the cluster does not serve yet is created as a permissive CRD (any spec/status accepted),
    labelled ``lab.gpuaas.io/simulated-by=olm-simulator`` so it can be told apart and removed.
 
+4. Like OLM's resolver, a Subscription naming a package the SIMULATED catalog does not have (neither in
+   KNOWN_PACKAGES nor a --bundle-dir bundle), or a channel that package does not have, gets no InstallPlan but
+   ``status.conditions[type=ResolutionFailed,status=True,reason=ConstraintsNotSatisfiable]`` with OLM's message
+   ("constraints not satisfiable: no operators found in channel C of package P in the catalog referenced by
+   subscription S, subscription S exists"); the condition is removed once the Subscription resolves. (Real OLM
+   sets it on every Subscription of the namespace; the simulator on the failing one.) The simulated catalog's
+   channels: KNOWN_PACKAGES' ``channels`` (an entry without them accepts any channel); a bundle's package has
+   ``stable`` and ``v<major>.<minor>`` of its CSV's version.
+
 No operator Deployment is created or run: operands (ClusterPolicy, Kueue, KedaController, ...) get no
 controller from this simulator (see gpu_operator_simulator.py for the ClusterPolicy status).
 
@@ -48,29 +57,36 @@ LOG = logging.getLogger("olm-simulator")
 OLM = "operators.coreos.com/v1alpha1"
 SIM_LABEL = "lab.gpuaas.io/simulated-by"
 SIM_VALUE = "olm-simulator"
+# operator-framework/api pkg/operators/v1alpha1/subscription_types.go; the reason and message words are those of
+# operator-lifecycle-manager's catalog operator (syncResolvingNamespace) and resolver (no operators found ...).
+RESOLUTION_FAILED = "ResolutionFailed"
+UNSATISFIABLE = "ConstraintsNotSatisfiable"
 
 # Minimal CSVs for packages the lab has no real bundle for: the kinds each operator owns (what the
 # gpuaas install roles create as operands after the CSV has succeeded) and an alm-examples entry.
 KNOWN_PACKAGES: t.Dict[str, t.Dict[str, t.Any]] = {
     "nfd": {
+        "channels": ["stable"],
         "owned": [("nodefeaturediscoveries.nfd.openshift.io", "nfd.openshift.io", "v1", "NodeFeatureDiscovery",
                    "nodefeaturediscoveries", "Namespaced")],
         "example": {"apiVersion": "nfd.openshift.io/v1", "kind": "NodeFeatureDiscovery",
                     "metadata": {"name": "nfd-instance"}, "spec": {"operand": {"servicePort": 12000}}},
     },
     "kueue-operator": {
+        "channels": ["stable-v1.4"],
         "owned": [("kueues.kueue.openshift.io", "kueue.openshift.io", "v1", "Kueue", "kueues", "Cluster")],
         "example": {"apiVersion": "kueue.openshift.io/v1", "kind": "Kueue", "metadata": {"name": "cluster"},
                     "spec": {"managementState": "Managed",
                              "config": {"integrations": {"frameworks": ["BatchJob"]}}}},
     },
     "openshift-custom-metrics-autoscaler-operator": {
+        "channels": ["stable"],
         "owned": [("kedacontrollers.keda.sh", "keda.sh", "v1alpha1", "KedaController", "kedacontrollers",
                    "Namespaced")],
         "example": {"apiVersion": "keda.sh/v1alpha1", "kind": "KedaController", "metadata": {"name": "keda"},
                     "spec": {"watchNamespace": ""}},
     },
-    "openshift-cert-manager-operator": {"owned": [], "example": None},
+    "openshift-cert-manager-operator": {"channels": ["stable-v1"], "owned": [], "example": None},
 }
 
 
@@ -173,13 +189,61 @@ class Simulator:
                         exc.status, exc.reason)
             return 0
 
+    # ---- resolution (the simulated catalog) ---------------------------------------------------------
+    def channels_of(self, package: str) -> t.Optional[t.List[str]]:
+        """The simulated catalog's channels of ``package``; None when any channel resolves."""
+        bundle = self.bundles.get(package)
+        if bundle:
+            version = str((bundle.get("spec") or {}).get("version") or "")
+            parts = version.split(".")
+            return ["stable"] + (["v%s.%s" % (parts[0], parts[1])] if len(parts) >= 2 else [])
+        return KNOWN_PACKAGES[package].get("channels")
+
+    def resolution_failure(self, sub: t.Dict[str, t.Any]) -> t.Optional[str]:
+        """OLM's ResolutionFailed message for ``sub``, or None when the simulated catalog resolves it."""
+        spec = sub["spec"]
+        package, name, channel = spec["name"], sub["metadata"]["name"], spec.get("channel")
+        if package not in KNOWN_PACKAGES and package not in self.bundles:
+            what = "no operators found in package %s in the catalog referenced by subscription %s" % (package, name)
+        else:
+            channels = self.channels_of(package)
+            if not channel or channels is None or channel in channels:
+                return None
+            what = ("no operators found in channel %s of package %s in the catalog referenced by subscription %s"
+                    % (channel, package, name))
+        return "constraints not satisfiable: %s, subscription %s exists" % (what, name)
+
+    def set_resolution_condition(self, sub: t.Dict[str, t.Any], failure: t.Optional[str]) -> int:
+        """Set (failure) or remove (None) the ResolutionFailed condition; 1 when the status was written."""
+        conditions = list((sub.get("status") or {}).get("conditions") or [])
+        others = [c for c in conditions if c.get("type") != RESOLUTION_FAILED]
+        current = next((c for c in conditions if c.get("type") == RESOLUTION_FAILED), None)
+        if failure is None:
+            if current is None:
+                return 0
+            wanted = others
+        else:
+            if current and current.get("status") == "True" and current.get("message") == failure:
+                return 0
+            wanted = others + [{"type": RESOLUTION_FAILED, "status": "True", "reason": UNSATISFIABLE,
+                                "message": failure, "lastTransitionTime": now()}]
+        meta = sub["metadata"]
+        LOG.info("subscription %s/%s: %s", meta["namespace"], meta["name"], failure or "resolved, condition removed")
+        self.subs.status.patch(body={"status": {"lastUpdated": now(), "conditions": wanted}}, name=meta["name"],
+                               namespace=meta["namespace"], content_type="application/merge-patch+json")
+        return 1
+
     def reconcile_subscription(self, sub: t.Dict[str, t.Any]) -> int:
         status = sub.get("status") or {}
         meta = sub["metadata"]
+        failure = self.resolution_failure(sub)
+        written = self.set_resolution_condition(sub, failure)
+        if failure:
+            return written
         if status.get("installPlanRef"):
             try:
                 self.plans.get(name=status["installPlanRef"]["name"], namespace=meta["namespace"])
-                return 0
+                return written
             except NotFoundError:
                 pass  # plan removed: make a new one, as OLM would
         approval = sub["spec"].get("installPlanApproval") or "Automatic"

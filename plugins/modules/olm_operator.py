@@ -12,13 +12,23 @@ short_description: Install or remove an operator through OLM (Namespace, Operato
 version_added: "0.1.0"
 description:
   - Installs an operator on a cluster with Operator Lifecycle Manager (OpenShift, or OLM on Kubernetes).
-  - Creates the Namespace and an OperatorGroup, then the Subscription (package, channel, catalog source,
-    optional pinned O(starting_csv)), and waits until the operator's ClusterServiceVersion reaches phase
+  - Creates the Namespace and an OperatorGroup (or reuses the one the namespace has, for example one made by an
+    OperatorHub install from the console), then the Subscription (package, channel, catalog source, optional pinned
+    O(starting_csv), O(subscription_config)), and waits until the operator's ClusterServiceVersion reaches phase
     C(Succeeded).
+  - A Subscription OLM cannot resolve (a package or channel the catalog does not have, condition
+    C(ResolutionFailed=True)) stops the module once the condition has held for O(resolution_grace) seconds, with
+    OLM's message and the command that lists the package's channels, instead of waiting the whole O(wait_timeout).
+  - With O(operand), applies the operator's custom resource (ClusterPolicy, NodeFeatureDiscovery, Kueue,
+    KedaController ...) once the CSV succeeded. An operand that exists without the collection's ownership label
+    (made by someone else) is never force-applied; only O(operand.spec) is merged into it by server-side apply
+    without forcing conflicts, so a field another manager set to another value stops the module with the list of
+    those fields, their managers and how to adopt the operand (O(operand.adopt)); nothing is written then.
   - With O(install_plan_approval=Manual), approves exactly the expected InstallPlan (the one installing the
     pinned O(starting_csv), or the first install the Subscription resolved) and never an unrequested upgrade.
   - With O(state=absent), removes the Subscription, the installed ClusterServiceVersion and the
-    OperatorGroup created by this module (the Namespace is kept unless O(delete_namespace=true)).
+    OperatorGroup created by this module (the Namespace is kept unless O(delete_namespace=true)); an OperatorGroup
+    or Namespace that does not carry the collection's label is never deleted. Operands are not removed.
   - Idempotent; compares only the fields it sets.
 author:
   - gpuaas.platform contributors (@gpuaas)
@@ -44,7 +54,11 @@ options:
     type: bool
     default: true
   namespace_labels:
-    description: Extra labels for the namespace (for example C(openshift.io/cluster-monitoring=true)).
+    description:
+      - Extra labels for the namespace (for example C(openshift.io/cluster-monitoring=true), which NVIDIA's OpenShift
+        procedure sets on the GPU Operator namespace).
+      - On a namespace the collection did not create (no ownership label), only these labels are applied, without
+        the ownership label and without forcing; a label someone else set to another value stops the module.
     type: dict
     default: {}
   channel:
@@ -69,14 +83,24 @@ options:
     choices: [Automatic, Manual]
     default: Automatic
   subscription_config:
-    description: Subscription C(spec.config) (env, nodeSelector, tolerations, resources for the operator pod).
+    description:
+      - Subscription C(spec.config) for the operator pod (C(env), C(envFrom), C(nodeSelector), C(tolerations),
+        C(resources), C(volumes), C(volumeMounts), C(selector), C(nodeAffinity), C(podAffinity),
+        C(podAntiAffinity)); another key is refused before anything is written.
     type: dict
   operator_group:
-    description: Create an OperatorGroup in O(namespace) (skip when one is managed elsewhere).
-    type: bool
-    default: true
+    description:
+      - What to do about the namespace's OperatorGroup (OLM allows one per namespace, of any name).
+      - C(auto) reuses the one the namespace has (for example the console's C(<namespace>-xxxxx)), or creates
+        O(operator_group_name) when there is none; C(create) manages O(operator_group_name) and refuses when another
+        exists; C(reuse) requires an existing one; C(none) never reads or writes OperatorGroups.
+      - A boolean is accepted, C(true) meaning C(auto) and C(false) meaning C(none).
+      - A reused OperatorGroup is never changed or deleted; a warning says when its target namespaces differ from
+        O(target_namespaces).
+    type: raw
+    default: auto
   operator_group_name:
-    description: Name of the OperatorGroup. Defaults to O(namespace).
+    description: Name of the OperatorGroup the module creates. Defaults to O(namespace).
     type: str
   target_namespaces:
     description:
@@ -93,12 +117,65 @@ options:
     description: Seconds to wait.
     type: int
     default: 600
+  resolution_grace:
+    description:
+      - Seconds a C(ResolutionFailed=True) condition on the Subscription must hold before the module stops (OLM
+        clears it within seconds when the catalog or the Subscription is fixed; a condition left from a previous
+        channel is not taken for the new one's).
+    type: int
+    default: 30
+  operand:
+    description:
+      - The operator's custom resource to apply once its CSV succeeded (in check mode a dry run when its API is
+        served, else reported as skipped).
+      - Absent, or carrying the collection's label C(app.kubernetes.io/managed-by=gpuaas.platform) (it created it) -
+        the CSV's C(alm-examples) entry of O(operand.kind) with O(operand.spec) merged over it is force-applied by
+        the collection's field manager.
+      - Present without that label - only O(operand.spec) is applied, without the label and without forcing
+        conflicts (other fields keep their values and owners); a field another field manager holds with another
+        value stops the module with the field list, unless O(operand.adopt).
+    type: dict
+    suboptions:
+      api_version:
+        description: API version of the operand (for example C(nvidia.com/v1)).
+        type: str
+        required: true
+      kind:
+        description: Kind of the operand (for example C(ClusterPolicy)).
+        type: str
+        required: true
+      name:
+        description: Name of the operand.
+        type: str
+        required: true
+      namespace:
+        description: Namespace of a namespaced operand.
+        type: str
+      spec:
+        description: The collection's settings (merged over the example spec when the collection owns the operand).
+        type: dict
+        default: {}
+      from_example:
+        description: Start from the CSV's C(alm-examples) entry of O(operand.kind) when creating or owning the operand.
+        type: bool
+        default: true
+      adopt:
+        description:
+          - Take over an operand made by someone else, label it as the collection's and force-apply the example with
+            O(operand.spec) over it (fields another manager set are reset).
+        type: bool
+        default: false
+      adopt_variable:
+        description: The variable the error's hint names for O(operand.adopt) (the roles pass theirs).
+        type: str
   delete_namespace:
     description: With O(state=absent), also delete the namespace when this module created it.
     type: bool
     default: false
 notes:
   - An InstallPlan left unapproved (an upgrade under Manual approval) is reported in RV(pending_install_plan).
+  - docs/install.md (brownfield OperatorHub installs) explains why an operand made by someone else is merged
+    without forcing rather than refused outright.
 attributes:
   check_mode:
     description: Sends server-side dry-run requests only; nothing is written and nothing is waited for.
@@ -125,6 +202,29 @@ EXAMPLES = r"""
 - name: Show the ClusterPolicy sample the operator ships
   ansible.builtin.debug:
     msg: "{{ gpu_op.alm_examples | selectattr('kind', 'equalto', 'ClusterPolicy') | first }}"
+
+- name: GPU Operator over an OperatorHub install from the console (its OperatorGroup reused, ClusterPolicy merged)
+  gpuaas.platform.olm_operator:
+    package: gpu-operator-certified
+    namespace: nvidia-gpu-operator
+    channel: v25.3
+    source: certified-operators
+    operator_group: auto
+    target_namespaces: [nvidia-gpu-operator]
+    namespace_labels:
+      openshift.io/cluster-monitoring: "true"
+    subscription_config:
+      nodeSelector:
+        node-role.kubernetes.io/infra: ""
+      tolerations:
+        - {key: node-role.kubernetes.io/infra, operator: Exists, effect: NoSchedule}
+    operand:
+      api_version: nvidia.com/v1
+      kind: ClusterPolicy
+      name: gpu-cluster-policy
+      spec:
+        dcgmExporter:
+          enabled: true
 
 - name: Remove the Custom Metrics Autoscaler operator
   gpuaas.platform.olm_operator:
@@ -157,6 +257,18 @@ alm_examples:
   returned: state is present and the CSV exists
   type: list
   elements: dict
+operator_group:
+  description: The namespace's OperatorGroup and what was done with it (C(apply), C(reuse) or C(skip)).
+  returned: state is present
+  type: dict
+  sample: {"name": "nvidia-gpu-operator-7xk2p", "action": "reuse"}
+operand:
+  description:
+    - The operand and how it was applied; C(mode) is C(create), C(owned), C(adopt) or C(merge) (someone else's,
+      only O(operand.spec) applied without forcing); C(action) is C(created), C(updated), C(unchanged) or C(skipped).
+  returned: state is present and operand is given
+  type: dict
+  sample: {"kind": "ClusterPolicy", "name": "gpu-cluster-policy", "mode": "merge", "action": "unchanged"}
 actions:
   description: What was changed, one line per object.
   returned: always
@@ -172,25 +284,42 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
     get_client,
     translate_api_exception,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, ValidationError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (
+    FIELD_MANAGER,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    is_owned,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ReconcileResult
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.olm import (
+    CATALOG_SOURCES_UNHEALTHY,
     OLM_V1,
     OLM_V1ALPHA1,
+    RESOLUTION_FAILED,
     alm_examples,
     csv_failure,
     csv_phase,
     expected_csv,
     namespace_object,
+    operand_conflict_error,
+    operand_example,
+    operand_mode,
+    operand_object,
+    operator_group_mode,
     operator_group_object,
+    operator_group_plan,
     plan_decision,
+    resolution_error,
+    subscription_condition,
+    subscription_config_problems,
     subscription_object,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
 POLL = 2.0
+PACKAGE_MANIFEST = ("packages.operators.coreos.com/v1", "PackageManifest")
 
 
 class OlmOperator:
@@ -201,52 +330,92 @@ class OlmOperator:
         self.check = module.check_mode
         self.changed = False
         self.actions: t.List[str] = []
+        self.warnings: t.List[str] = []
         self.diff: t.Dict[str, t.List[str]] = {"before": [], "after": []}
         self.sub_name = self.p["name"] or self.p["package"]
         self.og_name = self.p["operator_group_name"] or self.p["namespace"]
         self.missing_namespaces: t.Set[str] = set()
         self.engine = ApplyEngine(client, check_mode=self.check)
+        # When a ResolutionFailed=True condition was first seen on the Subscription in this run (monotonic clock).
+        self.resolution_failed_since: t.Optional[float] = None
 
     def res(self, api_version: str, kind: str) -> t.Any:
         return self.client.resource(api_version, kind)
+
+    def record(self, action: str, ref: str, before: t.Any, after: t.Any) -> None:
+        self.changed = True
+        self.actions.append("%s %s" % (action, ref))
+        self.diff["before"].append("%s: %s" % (ref, _short(before)))
+        self.diff["after"].append("%s: %s" % (ref, _short(after)))
 
     def apply(self, desired: t.List[t.Dict[str, t.Any]]) -> ReconcileResult:
         """Reconcile ``desired`` through the apply engine (one field manager, owned-field compare, dry run in
         check mode, a namespace being created first), recording actions and diffs."""
         result = self.engine.reconcile(desired)
         for r in result.results:
-            if not r.changed:
-                continue
-            ref = "%s %s%s" % (r.ref.kind, r.ref.namespace + "/" if r.ref.namespace else "", r.ref.name)
-            self.changed = True
-            self.actions.append("%s %s" % (r.action, ref))
-            self.diff["before"].append("%s: %s" % (ref, _short(r.before if r.action != "created" else None)))
-            self.diff["after"].append("%s: %s" % (ref, _short(r.after)))
+            if r.changed:
+                ref = "%s %s%s" % (r.ref.kind, r.ref.namespace + "/" if r.ref.namespace else "", r.ref.name)
+                self.record(r.action, ref, r.before if r.action != "created" else None, r.after)
         return result
 
     # ---- present ------------------------------------------------------------------------------------
+    def validate(self, live_ns: t.Optional[t.Dict[str, t.Any]]) -> t.Dict[str, t.Any]:
+        """Every problem of the options and of the namespace's OLM objects, at once, before the first write;
+        returns the OperatorGroup plan."""
+        p = self.p
+        ns = p["namespace"]
+        problems: t.List[str] = []
+        plan: t.Dict[str, t.Any] = {"action": "skip", "name": None, "warnings": []}
+        try:
+            mode = operator_group_mode(p["operator_group"])
+        except GpuaasError as err:
+            problems.append(err.message)
+            mode = "none"
+        problems.extend(subscription_config_problems(p["subscription_config"]))
+        if live_ns is None and not p["create_namespace"]:
+            problems.append("namespace %s does not exist (create it or set create_namespace: true)" % ns)
+        existing = self.res(OLM_V1, "OperatorGroup").list(namespace=ns) if live_ns is not None and mode != "none" else []
+        try:
+            plan = operator_group_plan(mode, self.og_name, ns, p["target_namespaces"], existing)
+        except GpuaasError as err:
+            problems.append("%s (%s)" % (err.message, err.hint))
+        if live_ns is not None:
+            for sub in self.res(OLM_V1ALPHA1, "Subscription").list(namespace=ns):
+                if (sub.get("spec") or {}).get("name") == p["package"] and sub["metadata"]["name"] != self.sub_name:
+                    problems.append(
+                        "namespace %s already has Subscription %s for package %s (an OperatorHub install?); a second "
+                        "Subscription %s for the same package would make OLM's resolution fail (set name: %s, role "
+                        "variable gpuaas_*_olm_subscription_name)"
+                        % (ns, sub["metadata"]["name"], p["package"], self.sub_name, sub["metadata"]["name"]))
+        if problems:
+            raise ValidationError("olm_operator cannot install %s in %s; nothing was written" % (p["package"], ns),
+                                  hint="fix each problem listed, then re-run", problems=problems)
+        self.warnings.extend(plan["warnings"])
+        return plan
+
     def present(self) -> t.Dict[str, t.Any]:
         p = self.p
         ns = p["namespace"]
         desired: t.List[t.Dict[str, t.Any]] = []
         live_ns = self.res("v1", "Namespace").get(ns)
-        if p["create_namespace"]:
-            if live_ns is None or p["namespace_labels"]:
-                desired.append(namespace_object(ns, p["namespace_labels"]))
-            if live_ns is None and self.check:
+        plan = self.validate(live_ns)
+        if live_ns is None:
+            desired.append(namespace_object(ns, p["namespace_labels"]))
+            if self.check:
                 self.missing_namespaces.add(ns)
-        elif live_ns is None:
-            raise GpuaasError("namespace %s does not exist" % ns, hint="create it or set create_namespace: true")
-        if p["operator_group"] and live_ns is not None:
-            self.check_other_operator_groups(ns)
-        if p["operator_group"]:
-            desired.append(operator_group_object(self.og_name, ns, p["target_namespaces"]))
+        elif is_owned(live_ns):
+            if p["namespace_labels"]:
+                desired.append(namespace_object(ns, p["namespace_labels"]))
+        elif p["namespace_labels"]:
+            self.label_foreign_namespace(live_ns, p["namespace_labels"])
+        if plan["action"] == "apply":
+            desired.append(operator_group_object(plan["name"], ns, p["target_namespaces"]))
         desired.append(subscription_object(
             self.sub_name, ns, p["package"], p["channel"], p["source"], p["source_namespace"],
             p["starting_csv"], p["install_plan_approval"], p["subscription_config"]))
         applied = self.apply(desired).find("Subscription", self.sub_name, ns)
         sub = applied.object if applied is not None else None
-        result: t.Dict[str, t.Any] = {}
+        result: t.Dict[str, t.Any] = {"operator_group": {"name": plan["name"], "action": plan["action"]}}
         if self.check:
             result["subscription"] = sub
             live_sub = None if ns in self.missing_namespaces else self.res(OLM_V1ALPHA1, "Subscription").get(self.sub_name, ns)
@@ -254,27 +423,48 @@ class OlmOperator:
             csv = self.res(OLM_V1ALPHA1, "ClusterServiceVersion").get(name, ns) if name and live_sub else None
             result["csv"] = {"name": name, "phase": csv_phase(csv)}
             result["alm_examples"] = alm_examples(csv)
+            if p["operand"]:
+                result["operand"] = self.operand(result["alm_examples"], csv_phase(csv) == "Succeeded", None)
             return result
         deadline = time.time() + p["wait_timeout"]
         csv = self.drive_install(deadline, result)
         result["subscription"] = self.res(OLM_V1ALPHA1, "Subscription").get(self.sub_name, ns)
+        failed = subscription_condition(result["subscription"], RESOLUTION_FAILED)
+        if failed:
+            self.warnings.append("the operator is installed, but OLM reports %s on Subscription %s/%s: %s"
+                                 % (RESOLUTION_FAILED, ns, self.sub_name, failed.get("message")))
         if csv is not None:
             spec_version = (csv.get("spec") or {}).get("version")
             result["csv"] = {"name": csv["metadata"]["name"], "phase": csv_phase(csv), "version": spec_version}
             result["alm_examples"] = alm_examples(csv)
+        if p["operand"]:
+            result["operand"] = self.operand(result.get("alm_examples") or [], csv_phase(csv) == "Succeeded", deadline)
         return result
 
-    def check_other_operator_groups(self, ns: str) -> None:
-        groups = self.res(OLM_V1, "OperatorGroup").list(namespace=ns)
-        others = [g["metadata"]["name"] for g in groups if g["metadata"]["name"] != self.og_name]
-        if others:
-            raise GpuaasError(
-                "namespace %s already has OperatorGroup %s; OLM refuses to install with more than one"
-                % (ns, ", ".join(others)),
-                hint="set operator_group: false to use the existing one, or operator_group_name: %s" % others[0])
+    def label_foreign_namespace(self, live: t.Dict[str, t.Any], labels: t.Mapping[str, str]) -> None:
+        """Put ``labels`` on a namespace the collection did not create: only those labels, no ownership label (the
+        engine labels what it applies as the collection's, and this namespace is not), no forced conflicts."""
+        ns = live["metadata"]["name"]
+        have = (live.get("metadata") or {}).get("labels") or {}
+        if all(have.get(k) == v for k, v in labels.items()):
+            return
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": dict(labels)}}
+        try:
+            self.res("v1", "Namespace").apply(body, FIELD_MANAGER, force=False, dry_run=self.check)
+        except ApiException as exc:
+            err = translate_api_exception(exc, "label", "Namespace %s" % ns)
+            raise GpuaasError("cannot label namespace %s (not managed by gpuaas.platform) with %s: %s"
+                              % (ns, labels, err.message),
+                              hint="a label of that name is set to another value by someone else; set namespace_labels "
+                                   "to the value the namespace has, or change it there first",
+                              problems=err.problems, details=err.details)
+        self.record("labelled", "Namespace %s" % ns, {"metadata.labels": {k: have.get(k) for k in labels}},
+                    {"metadata.labels": dict(labels)})
 
     def drive_install(self, deadline: float, result: t.Dict[str, t.Any]) -> t.Optional[t.Dict[str, t.Any]]:
-        """Approve the expected InstallPlan (Manual) and wait for the CSV; returns the CSV."""
+        """Approve the expected InstallPlan (Manual) and wait for the CSV; returns the CSV.
+
+        Stops early when OLM cannot resolve the Subscription (see ``check_resolution``)."""
         p = self.p
         ns = p["namespace"]
         subs = self.res(OLM_V1ALPHA1, "Subscription")
@@ -291,6 +481,8 @@ class OlmOperator:
                     raise GpuaasError(failure, hint="kubectl -n %s describe csv %s; fix the cause and re-run" % (ns, name))
                 if csv_phase(csv) == "Succeeded" and status.get("installedCSV") in (None, name):
                     return csv
+            else:
+                self.check_resolution(sub)
             ref = status.get("installPlanRef") or {}
             if ref.get("name") and p["install_plan_approval"] == "Manual":
                 plan = plans.get(ref["name"], ns)
@@ -311,13 +503,47 @@ class OlmOperator:
             if not p["wait"]:
                 return csv
             if time.time() > deadline:
+                failed = subscription_condition(sub, RESOLUTION_FAILED)
                 raise GpuaasError(
-                    "timed out after %ss waiting for the operator %s in %s: Subscription state %r, CSV %s phase %r"
-                    % (p["wait_timeout"], p["package"], ns, status.get("state"), name, csv_phase(csv)),
+                    "timed out after %ss waiting for the operator %s in %s: Subscription state %r, CSV %s phase %r%s"
+                    % (p["wait_timeout"], p["package"], ns, status.get("state"), name, csv_phase(csv),
+                       "; OLM: %s" % failed.get("message") if failed else ""),
                     hint="check the catalog source %s/%s is healthy and serves package %s in channel %s "
                          "(kubectl -n %s get subscription,installplan,csv)"
                          % (p["source_namespace"], p["source"], p["package"], p["channel"], ns))
             time.sleep(POLL)
+
+    def check_resolution(self, sub: t.Mapping[str, t.Any]) -> None:
+        """Raise once a ResolutionFailed=True condition has held for ``resolution_grace`` seconds.
+
+        OLM sets it within seconds of a Subscription naming a package or channel its catalog lacks, and clears it
+        as soon as a resolution succeeds: a condition left from before this run's change disappears well within
+        the grace, a real one stays."""
+        failed = subscription_condition(sub, RESOLUTION_FAILED)
+        if failed is None:
+            self.resolution_failed_since = None
+            return
+        now = time.monotonic()
+        if self.resolution_failed_since is None:
+            self.resolution_failed_since = now
+        held = now - self.resolution_failed_since
+        if held < self.p["resolution_grace"]:
+            return
+        p = self.p
+        channels, default = self.catalog_channels()
+        raise resolution_error(p["package"], p["channel"], p["source"], p["source_namespace"], p["namespace"],
+                               self.sub_name, failed, held, channels, default,
+                               subscription_condition(sub, CATALOG_SOURCES_UNHEALTHY))
+
+    def catalog_channels(self) -> t.Tuple[t.List[str], t.Optional[str]]:
+        """The package's channels and default channel from its PackageManifest, when the cluster serves that API
+        (OpenShift's package server); ([], None) otherwise."""
+        try:
+            manifest = self.res(*PACKAGE_MANIFEST).get(self.p["package"], self.p["source_namespace"])
+        except (GpuaasError, ApiException):
+            return [], None
+        status = (manifest or {}).get("status") or {}
+        return [c.get("name") for c in status.get("channels") or [] if c.get("name")], status.get("defaultChannel")
 
     def approve(self, plan: t.Dict[str, t.Any]) -> None:
         meta = plan["metadata"]
@@ -330,6 +556,65 @@ class OlmOperator:
         self.changed = True
         self.actions.append("approved InstallPlan %s/%s (%s)" % (
             meta["namespace"], meta["name"], ", ".join(plan["spec"].get("clusterServiceVersionNames") or [])))
+
+    # ---- operand ------------------------------------------------------------------------------------
+    def operand_resource(self, api_version: str, kind: str, deadline: t.Optional[float]) -> t.Any:
+        """The operand's API; after a fresh install its CRD can take a moment to be served (discovery is re-read
+        until ``deadline``; None = one look, check mode)."""
+        while True:
+            if hasattr(self.client, "invalidate"):
+                self.client.invalidate(api_version)
+            try:
+                return self.res(api_version, kind)
+            except GpuaasError:
+                if deadline is None or time.time() > deadline:
+                    raise
+            time.sleep(POLL)
+
+    def operand(self, examples: t.List[t.Dict[str, t.Any]], installed: bool,
+                deadline: t.Optional[float]) -> t.Dict[str, t.Any]:
+        """Apply the operator's custom resource (see the ``operand`` option and manifests/olm.operand_mode)."""
+        o = self.p["operand"]
+        out: t.Dict[str, t.Any] = {"kind": o["kind"], "name": o["name"], "namespace": o.get("namespace")}
+        if not installed:
+            if self.check:
+                return dict(out, mode=None, action="skipped", reason="the operator is not installed yet (check mode)")
+            return dict(out, mode=None, action="skipped", reason="the operator's CSV has not succeeded (wait: false)")
+        try:
+            res = self.operand_resource(o["api_version"], o["kind"], None if self.check else deadline)
+        except GpuaasError:
+            if self.check:
+                return dict(out, mode=None, action="skipped", reason="%s is not served yet" % o["api_version"])
+            raise
+        ns = o.get("namespace") if res.namespaced else None
+        ref = "%s %s%s" % (o["kind"], ns + "/" if ns else "", o["name"])
+        try:
+            live = res.get(o["name"], ns)
+        except ApiException as exc:
+            raise translate_api_exception(exc, "read", ref)
+        mode = operand_mode(live, o["adopt"])
+        example = operand_example(examples, o["kind"]) if o["from_example"] else {}
+        desired = operand_object(o["api_version"], o["kind"], o["name"], ns, o["spec"] or {}, example, mode)
+        out["mode"] = mode
+        if mode != "merge":
+            applied = self.apply([desired]).find(o["kind"], o["name"], ns)
+            out["action"] = applied.action if applied is not None else "unchanged"
+            if mode == "adopt" and out["action"] != "unchanged":
+                self.actions.append("adopted %s (labelled %s=%s)" % (ref, MANAGED_BY_LABEL, MANAGED_BY_VALUE))
+            return out
+        if not desired["spec"] or self.engine.compare(desired, live) == "unchanged":
+            out["action"] = "unchanged"
+            return out
+        try:
+            after = res.apply(desired, FIELD_MANAGER, force=False, dry_run=self.check)
+        except ApiException as exc:
+            err = translate_api_exception(exc, "dry-run apply" if self.check else "apply", ref)
+            if err.details.get("status") == 409:
+                raise operand_conflict_error(ref, o.get("adopt_variable"), err.problems, err.message)
+            raise err
+        out["action"] = "updated"
+        self.record("merged", ref, self.engine.before_view(live), self.engine.after_view(after, desired))
+        return out
 
     # ---- absent -------------------------------------------------------------------------------------
     def absent(self) -> t.Dict[str, t.Any]:
@@ -353,15 +638,15 @@ class OlmOperator:
                 csv_names.add(csv["metadata"]["name"])
         for name in sorted(csv_names):
             self.delete(csvs, name, ns, "ClusterServiceVersion")
-        if p["operator_group"]:
+        if operator_group_mode(p["operator_group"]) != "none":
             groups = self.res(OLM_V1, "OperatorGroup")
             og = groups.get(self.og_name, ns)
-            if og is not None and ((og.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
+            if og is not None and is_owned(og):
                 self.delete(groups, self.og_name, ns, "OperatorGroup")
         if p["delete_namespace"]:
             nss = self.res("v1", "Namespace")
             live = nss.get(ns)
-            if live is not None and ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
+            if live is not None and is_owned(live):
                 self.delete(nss, ns, None, "Namespace")
         if p["wait"] and not self.check:
             deadline = time.time() + p["wait_timeout"]
@@ -386,13 +671,16 @@ class OlmOperator:
 def _short(obj: t.Optional[t.Dict[str, t.Any]]) -> str:
     if obj is None:
         return "absent"
-    return repr({k: obj.get(k) for k in ("spec",) if k in obj} or {"metadata.labels": (obj.get("metadata") or {}).get("labels")})
+    return repr({k: obj.get(k) for k in ("spec",) if k in obj}
+                or {"metadata.labels": obj.get("metadata.labels", (obj.get("metadata") or {}).get("labels"))})
 
 
 def run(module: GpuaasModule) -> t.Dict[str, t.Any]:
     op = OlmOperator(module, get_client(module))
     result = op.present() if module.params["state"] == "present" else op.absent()
     result.update(changed=op.changed, actions=op.actions)
+    if op.warnings:
+        result["warnings"] = op.warnings
     if module._diff:
         result["diff"] = {"before": "\n".join(op.diff["before"]) + "\n", "after": "\n".join(op.diff["after"]) + "\n"}
     return result
@@ -412,11 +700,22 @@ def main() -> None:
         starting_csv=dict(type="str"),
         install_plan_approval=dict(type="str", choices=["Automatic", "Manual"], default="Automatic"),
         subscription_config=dict(type="dict"),
-        operator_group=dict(type="bool", default=True),
+        operator_group=dict(type="raw", default="auto"),
         operator_group_name=dict(type="str"),
         target_namespaces=dict(type="list", elements="str", default=[]),
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=600),
+        resolution_grace=dict(type="int", default=30),
+        operand=dict(type="dict", options=dict(
+            api_version=dict(type="str", required=True),
+            kind=dict(type="str", required=True),
+            name=dict(type="str", required=True),
+            namespace=dict(type="str"),
+            spec=dict(type="dict", default={}),
+            from_example=dict(type="bool", default=True),
+            adopt=dict(type="bool", default=False),
+            adopt_variable=dict(type="str"),
+        )),
         delete_namespace=dict(type="bool", default=False),
     )
     module = GpuaasModule(argument_spec=argument_spec, supports_check_mode=True)

@@ -5,7 +5,11 @@
 - the Helm path with the real upstream charts from local chart directories (no network), second run
   changed=0, check mode writes nothing, uninstall;
 - the uninstall guard with a really busy ClusterQueue (the lab's real Kueue admits the Job);
-- the OLM path (gpuaas_platform forced to openshift) with the lab's OLM and GPU Operator simulators.
+- the OLM path (gpuaas_platform forced to openshift) with the lab's OLM and GPU Operator simulators;
+- on the OpenShift-flavoured variant lab: a channel the catalog lacks stops the module within the resolution grace
+  (OLM SIMULATOR's ResolutionFailed), and an install over an OperatorHub (console) GPU Operator reuses its
+  OperatorGroup, merges into its ClusterPolicy without resetting hand-tuned fields, stops with the field list when the
+  inventory disagrees (nothing written), and adopts on request.
 
 Everything is created under the prefix ``itest-install`` and removed at the end. The charts are installed
 next to the lab's own Kueue/KEDA with the lab post-renderer, which drops the charts' CRDs, webhook
@@ -24,6 +28,8 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+from conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "playbooks" / "install.yml"
@@ -466,3 +472,206 @@ def test_olm_path_with_the_lab_simulators(lab, kube, run_playbook, audit_writes)
         for crd in items(kube, "apiextensions.k8s.io/v1", "CustomResourceDefinition", label_selector=SIM_LABEL):
             if crd["metadata"]["name"] not in crds_before:
                 crd_api.delete(name=crd["metadata"]["name"])
+
+
+# ---------------------------------------------------------------------------------------------- OLM on the OpenShift
+# flavoured lab (variant): a wrong channel, and an install over an OperatorHub (console) install
+BF_NS = PREFIX + "-bf-gpu"
+BF_CONSOLE_OG = BF_NS + "-x7k2p"           # the console names the OperatorGroup <namespace>-<random>
+BF_POLICY = PREFIX + "-bf-cluster-policy"
+CONSOLE = "Mozilla"                        # the field manager of writes made from the OpenShift console
+CHANNEL_NS = PREFIX + "-olm-channel"
+
+
+def gpu_bundle(lab) -> dict:
+    path = next(iter(glob.glob(str(olm_bundles(charts_dir(lab)) / "gpu-operator-certified" / "*.yaml"))))
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def sim_crds(kube) -> set:
+    return {c["metadata"]["name"]
+            for c in items(kube, "apiextensions.k8s.io/v1", "CustomResourceDefinition", label_selector=SIM_LABEL)}
+
+
+def cleanup_olm(kube, namespaces, crds_before, cluster_policies=()):
+    for name in cluster_policies:
+        try:
+            kube.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy").delete(name=name)
+        except (NotFoundError, ResourceNotFoundError):
+            pass
+    delete_namespaces(kube, namespaces)
+    crd_api = kube.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    for name in sim_crds(kube) - crds_before:
+        crd_api.delete(name=name)
+
+
+def successful_writes(window, resource=None) -> list:
+    """Write requests the API server accepted (a refused server-side apply is logged with its 409)."""
+    return [e for e in our_writes(window) if (e.get("responseStatus") or {}).get("code", 200) < 400
+            and (resource is None or (e.get("objectRef") or {}).get("resource") == resource)]
+
+
+CHANNEL_PLAY = """
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Subscribe
+      gpuaas.platform.olm_operator:
+        package: gpu-operator-certified
+        namespace: %s
+        channel: "{{ channel }}"
+        source: certified-operators
+        target_namespaces: [%s]
+        wait_timeout: 600
+""" % (CHANNEL_NS, CHANNEL_NS)
+
+
+def test_olm_unknown_channel_fails_fast(variant_lab, variant_kube, variant_run_playbook):
+    """A channel the catalog lacks: OLM (SIMULATOR) sets ResolutionFailed; the module stops in well under 90 s with
+    wait_timeout 600, naming package, channel, catalog source, OLM's message and how to list the channels. Fixing the
+    channel then installs (the condition is gone)."""
+    crds_before = sim_crds(variant_kube)
+    sim = Simulator(variant_lab, "olm_simulator.py", "--bundle-dir", str(olm_bundles(charts_dir(variant_lab))))
+    try:
+        start = time.monotonic()
+        run = variant_run_playbook(CHANNEL_PLAY, extra_vars={"channel": "v0.0-no-such-channel"}, timeout=700)
+        elapsed = time.monotonic() - start
+        print("unknown channel: the playbook failed after %.1f s (wait_timeout 600)" % elapsed)
+        assert run.rc != 0, run.explain()
+        assert elapsed < 90, "took %.1f s" % elapsed
+        msg = run.task_results("Subscribe")[0]["msg"]
+        for word in ("package gpu-operator-certified", "channel v0.0-no-such-channel",
+                     "catalog source openshift-marketplace/certified-operators", "ResolutionFailed",
+                     "ConstraintsNotSatisfiable", "no operators found in channel v0.0-no-such-channel of package "
+                     "gpu-operator-certified", "oc get packagemanifest gpu-operator-certified -n openshift-marketplace"):
+            assert word in msg, (word, msg)
+        sub = get(variant_kube, OLM, "Subscription", "gpu-operator-certified", CHANNEL_NS)
+        assert "installPlanRef" not in (sub.get("status") or {}), sub.get("status")
+
+        fixed = variant_run_playbook(CHANNEL_PLAY, extra_vars={"channel": "stable"}, timeout=700)
+        assert fixed.rc == 0, fixed.explain() + sim.tail()
+        result = fixed.task_results("Subscribe")[0]
+        assert result["csv"]["phase"] == "Succeeded"
+        sub = get(variant_kube, OLM, "Subscription", "gpu-operator-certified", CHANNEL_NS)
+        assert not [c for c in sub["status"].get("conditions") or [] if c["type"] == "ResolutionFailed"]
+    finally:
+        sim.stop()
+        cleanup_olm(variant_kube, [CHANNEL_NS], crds_before)
+
+
+def gpu_role_vars(**extra) -> dict:
+    values = {
+        "gpuaas_platform": "openshift",
+        "gpuaas_install_wait_timeout": 120,
+        "gpuaas_gpu_operator_namespace": BF_NS,
+        "gpuaas_gpu_operator_cluster_policy_name": BF_POLICY,
+        "gpuaas_gpu_operator_nfd_enabled": False,
+        "gpuaas_gpu_operator_driver_enabled": False,
+        "gpuaas_gpu_operator_service_monitor_enabled": False,
+    }
+    values.update(extra)
+    return values
+
+
+GPU_ROLE_PLAY = """
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  roles:
+    - role: gpuaas.platform.gpu_operator
+"""
+
+
+def test_install_over_an_operatorhub_gpu_operator(variant_lab, variant_kube, variant_run_playbook,
+                                                  variant_audit_writes):
+    """The GPU Operator installed from the console: its OperatorGroup (another name), its Subscription, and a
+    ClusterPolicy made from the sample with hand-tuned fields, none labelled by the collection. The role completes
+    without resetting a hand-tuned field (merge without forcing), re-runs with changed=0, stops with the field list
+    and the adopt variable when the inventory disagrees with a field the console set (nothing written), and adopts on
+    request."""
+    kube = variant_kube
+    bundle = gpu_bundle(variant_lab)
+    example = next(e for e in json.loads(bundle["metadata"]["annotations"]["alm-examples"])
+                   if e["kind"] == "ClusterPolicy")
+    crds_before = sim_crds(kube)
+    sim = Simulator(variant_lab, "olm_simulator.py", "--bundle-dir", str(olm_bundles(charts_dir(variant_lab))))
+    policies = kube.resources.get(api_version="nvidia.com/v1", kind="ClusterPolicy")
+    try:
+        # -- what the console leaves behind ------------------------------------------------------------------
+        kube.resources.get(api_version="v1", kind="Namespace").create(
+            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BF_NS}}, field_manager=CONSOLE)
+        kube.resources.get(api_version="operators.coreos.com/v1", kind="OperatorGroup").create(
+            namespace=BF_NS, field_manager=CONSOLE, body={
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": BF_CONSOLE_OG, "namespace": BF_NS}, "spec": {"targetNamespaces": [BF_NS]}})
+        kube.resources.get(api_version=OLM, kind="Subscription").create(namespace=BF_NS, field_manager=CONSOLE, body={
+            "apiVersion": OLM, "kind": "Subscription", "metadata": {"name": "gpu-operator-certified", "namespace": BF_NS},
+            "spec": {"name": "gpu-operator-certified", "channel": "stable", "source": "certified-operators",
+                     "sourceNamespace": "openshift-marketplace", "installPlanApproval": "Automatic"}})
+        wait_until(lambda: (get(kube, OLM, "Subscription", "gpu-operator-certified", BF_NS).get("status") or {})
+                   .get("installedCSV"), 60, "the console's Subscription to be installed (OLM SIMULATOR)")
+        # the console's form starts from the sample; the admin tuned two fields the collection does not set, and set
+        # the ones it does to the values the inventory below asks for
+        spec = json.loads(json.dumps(example["spec"]))
+        tuned_runtime = "containerd" if spec["operator"].get("defaultRuntime") != "containerd" else "docker"
+        spec["operator"]["defaultRuntime"] = tuned_runtime
+        spec.setdefault("daemonsets", {})["priorityClassName"] = "hand-tuned-priority"
+        spec["driver"]["enabled"] = False
+        spec["toolkit"]["enabled"] = True
+        spec.setdefault("mig", {})["strategy"] = "single"
+        spec["dcgmExporter"]["enabled"] = True
+        spec["dcgmExporter"].setdefault("serviceMonitor", {})["enabled"] = False
+        policies.create(field_manager=CONSOLE, body={"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+                                                     "metadata": {"name": BF_POLICY}, "spec": spec})
+
+        # -- the install completes without resetting the tuned fields ------------------------------------------
+        first = variant_run_playbook(GPU_ROLE_PLAY, extra_vars=gpu_role_vars(), timeout=600)
+        assert first.rc == 0, first.explain() + sim.tail()
+        result = first.task_results("NVIDIA GPU Operator (OLM)")[0]
+        assert result["operator_group"] == {"name": BF_CONSOLE_OG, "action": "reuse"}, result
+        assert result["operand"]["mode"] == "merge", result["operand"]
+        policy = get(kube, "nvidia.com/v1", "ClusterPolicy", BF_POLICY)
+        assert policy["spec"]["operator"]["defaultRuntime"] == tuned_runtime
+        assert policy["spec"]["daemonsets"]["priorityClassName"] == "hand-tuned-priority"
+        assert "app.kubernetes.io/managed-by" not in (policy["metadata"].get("labels") or {})
+        assert [g["metadata"]["name"] for g in items(kube, "operators.coreos.com/v1", "OperatorGroup", BF_NS)] == [
+            BF_CONSOLE_OG]
+        ns_labels = get(kube, "v1", "Namespace", BF_NS)["metadata"].get("labels") or {}
+        assert ns_labels.get("openshift.io/cluster-monitoring") == "true"
+        assert "app.kubernetes.io/managed-by" not in ns_labels
+        assert policy["status"]["state"] == "ready"
+
+        # -- idempotent --------------------------------------------------------------------------------------
+        second = variant_run_playbook(GPU_ROLE_PLAY, extra_vars=gpu_role_vars(), timeout=600)
+        assert second.rc == 0, second.explain()
+        assert second.changed == 0, second.explain()
+
+        # -- the admin turns the driver on from the console; the inventory says off: stop, write nothing -------
+        policies.patch(name=BF_POLICY, body={"spec": {"driver": {"enabled": True}}}, field_manager=CONSOLE,
+                       content_type="application/merge-patch+json")
+        with variant_audit_writes() as window:
+            refused = variant_run_playbook(GPU_ROLE_PLAY, extra_vars=gpu_role_vars(), timeout=600)
+        assert refused.rc != 0, refused.explain()
+        failed = refused.task_results("NVIDIA GPU Operator (OLM)")[0]
+        assert ".spec.driver.enabled" in " ".join(failed.get("problems") or []), failed
+        assert CONSOLE in " ".join(failed["problems"]), failed
+        assert "gpuaas_gpu_operator_cluster_policy_adopt: true" in failed["msg"], failed["msg"]
+        assert successful_writes(window, "clusterpolicies") == [], describe(successful_writes(window))
+        assert get(kube, "nvidia.com/v1", "ClusterPolicy", BF_POLICY)["spec"]["driver"]["enabled"] is True
+
+        # -- adopt on request: labelled, the inventory wins, the sample's runtime is back ----------------------
+        adopted = variant_run_playbook(GPU_ROLE_PLAY, timeout=600, extra_vars=gpu_role_vars(
+            gpuaas_gpu_operator_cluster_policy_adopt=True))
+        assert adopted.rc == 0, adopted.explain()
+        policy = get(kube, "nvidia.com/v1", "ClusterPolicy", BF_POLICY)
+        assert policy["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpuaas.platform"
+        assert policy["spec"]["driver"]["enabled"] is False
+        assert policy["spec"]["operator"]["defaultRuntime"] == example["spec"]["operator"]["defaultRuntime"]
+        again = variant_run_playbook(GPU_ROLE_PLAY, timeout=600, extra_vars=gpu_role_vars(
+            gpuaas_gpu_operator_cluster_policy_adopt=True))
+        assert again.rc == 0 and again.changed == 0, again.explain()
+    finally:
+        sim.stop()
+        cleanup_olm(kube, [BF_NS], crds_before, [BF_POLICY])

@@ -2,7 +2,9 @@
 # Copyright: (c) 2026, gpuaas.platform contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""OLM (Operator Lifecycle Manager) helpers: desired objects, InstallPlan decisions, CSV status.
+"""OLM (Operator Lifecycle Manager) helpers: desired objects, InstallPlan decisions, CSV status, Subscription
+resolution failures, the OperatorGroup to use in a namespace (brownfield: one made by the console) and the
+operand to apply over an existing one.
 
 Pure functions, no I/O: the olm_operator module does the API calls.
 """
@@ -13,10 +15,28 @@ import json
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    is_owned,
+)
 
 OLM_V1ALPHA1 = "operators.coreos.com/v1alpha1"
 OLM_V1 = "operators.coreos.com/v1"
+
+# Subscription condition types (operator-framework/api pkg/operators/v1alpha1/subscription_types.go). OLM's catalog
+# operator sets ResolutionFailed=True with reason ConstraintsNotSatisfiable (terminal: a package, channel or CSV the
+# catalog does not have) or ErrorPreventedResolution (e.g. a catalog that cannot be reached), on every Subscription
+# of the namespace (operator-lifecycle-manager pkg/controller/operators/catalog/operator.go, syncResolvingNamespace).
+RESOLUTION_FAILED = "ResolutionFailed"
+CATALOG_SOURCES_UNHEALTHY = "CatalogSourcesUnhealthy"
+
+# Every field of a Subscription's spec.config (operator-framework/api SubscriptionConfig).
+SUBSCRIPTION_CONFIG_FIELDS = ("selector", "nodeSelector", "tolerations", "resources", "envFrom", "env", "volumes",
+                              "volumeMounts", "nodeAffinity", "podAffinity", "podAntiAffinity")
+
+# operator_group option: what to do about the namespace's OperatorGroup.
+OPERATOR_GROUP_MODES = ("auto", "create", "reuse", "none")
 
 
 def owned_labels() -> t.Dict[str, str]:
@@ -152,3 +172,165 @@ def csv_failure(csv: t.Dict[str, t.Any]) -> t.Optional[str]:
     if status.get("phase") == "Failed":
         return "CSV %s failed: %s %s" % (csv["metadata"]["name"], status.get("reason", ""), status.get("message", ""))
     return None
+
+
+# ---- Subscription spec.config -----------------------------------------------------------------------------------
+def subscription_config_problems(config: t.Optional[t.Mapping[str, t.Any]]) -> t.List[str]:
+    """Every key of ``config`` that a Subscription's spec.config does not have (OLM would reject the object)."""
+    return ["subscription_config.%s is not a Subscription spec.config field (one of %s)"
+            % (key, ", ".join(SUBSCRIPTION_CONFIG_FIELDS))
+            for key in sorted(config or {}) if key not in SUBSCRIPTION_CONFIG_FIELDS]
+
+
+# ---- resolution ---------------------------------------------------------------------------------------------------
+def subscription_condition(subscription: t.Optional[t.Mapping[str, t.Any]], condition_type: str
+                           ) -> t.Optional[t.Dict[str, t.Any]]:
+    """The Subscription's condition of ``condition_type`` when its status is True, else None."""
+    for cond in ((subscription or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == condition_type and cond.get("status") == "True":
+            return dict(cond)
+    return None
+
+
+def packagemanifest_command(package: str, source_namespace: str) -> str:
+    """The command that lists a package's channels (and its default channel) in the cluster's catalogs."""
+    return ("oc get packagemanifest %s -n %s -o jsonpath='{.status.defaultChannel}{\" \"}{.status.channels[*].name}'"
+            % (package, source_namespace))
+
+
+def resolution_error(package: str, channel: t.Optional[str], source: str, source_namespace: str, namespace: str,
+                     subscription_name: str, condition: t.Mapping[str, t.Any], waited: float,
+                     channels: t.Optional[t.Sequence[str]] = None, default_channel: t.Optional[str] = None,
+                     unhealthy: t.Optional[t.Mapping[str, t.Any]] = None) -> GpuaasError:
+    """The error for a Subscription OLM cannot resolve: what was asked, OLM's own words, how to find a valid channel."""
+    message = ("OLM cannot resolve Subscription %s/%s (package %s, channel %s, catalog source %s/%s): %s %s: %s"
+               % (namespace, subscription_name, package, channel or "<the catalog's default>", source_namespace,
+                  source, condition.get("type"), condition.get("reason") or "", condition.get("message") or ""))
+    problems = []
+    if channels:
+        problems.append("the catalog's channels of %s: %s%s" % (
+            package, ", ".join(channels), " (default %s)" % default_channel if default_channel else ""))
+    if unhealthy:
+        problems.append("%s: %s %s" % (CATALOG_SOURCES_UNHEALTHY, unhealthy.get("reason") or "",
+                                       unhealthy.get("message") or ""))
+    hint = ("list the package's channels with: %s -- then set the channel (role variable gpuaas_*_olm_channel) to one "
+            "of them, or the package/catalog source if the package is not there (oc get packagemanifests -n %s); "
+            "stopped after the condition held for %.0f s instead of waiting the whole wait_timeout"
+            % (packagemanifest_command(package, source_namespace), source_namespace, waited))
+    return GpuaasError(message, hint=hint, problems=problems,
+                       details={"reason": RESOLUTION_FAILED, "condition": dict(condition), "package": package,
+                                "channel": channel, "source": source, "source_namespace": source_namespace})
+
+
+# ---- the namespace's OperatorGroup --------------------------------------------------------------------------------
+def operator_group_mode(value: t.Any) -> str:
+    """The ``operator_group`` option normalised to one of OPERATOR_GROUP_MODES (booleans: true = auto, false = none)."""
+    if isinstance(value, bool):
+        return "auto" if value else "none"
+    text = str(value if value is not None else "auto").strip().lower()
+    aliases = {"true": "auto", "yes": "auto", "false": "none", "no": "none", "": "auto"}
+    text = aliases.get(text, text)
+    if text not in OPERATOR_GROUP_MODES:
+        raise GpuaasError("operator_group: %r is not one of %s (or a boolean)" % (value, ", ".join(OPERATOR_GROUP_MODES)),
+                          hint="auto reuses the namespace's OperatorGroup (e.g. one the console made) or creates one; "
+                               "create insists on its own; reuse requires an existing one; none never touches them")
+    return text
+
+
+def operator_group_plan(mode: str, name: str, namespace: str, target_namespaces: t.Sequence[str],
+                        existing: t.Sequence[t.Mapping[str, t.Any]]) -> t.Dict[str, t.Any]:
+    """What to do about the OperatorGroup of ``namespace``, given the ones that exist there.
+
+    Returns {"action": "apply"|"reuse"|"skip", "name", "warnings"}; raises GpuaasError when OLM could not install
+    (more than one OperatorGroup) or the mode cannot be honoured. OLM allows one OperatorGroup per namespace, of any
+    name: an OperatorHub install from the console makes one named after the namespace plus a random suffix.
+    """
+    if mode == "none":
+        return {"action": "skip", "name": None, "warnings": []}
+    names = sorted(g["metadata"]["name"] for g in existing)
+    if len(names) > 1:
+        raise GpuaasError(
+            "namespace %s has %d OperatorGroups (%s); OLM installs nothing in a namespace with more than one"
+            % (namespace, len(names), ", ".join(names)),
+            hint="delete all but one (oc -n %s delete operatorgroup <name>), then re-run" % namespace)
+    if not names:
+        if mode == "reuse":
+            raise GpuaasError("namespace %s has no OperatorGroup to reuse (operator_group: reuse)" % namespace,
+                              hint="create one, or set operator_group: auto to let the module create %s" % name)
+        return {"action": "apply", "name": name, "warnings": []}
+    live = existing[0]
+    if names[0] == name and is_owned(live) and mode in ("auto", "create"):
+        return {"action": "apply", "name": name, "warnings": []}
+    if mode == "create":
+        raise GpuaasError(
+            "namespace %s already has OperatorGroup %s, not managed by gpuaas.platform; OLM refuses a second one "
+            "(operator_group: create)" % (namespace, names[0]),
+            hint="set operator_group: auto or reuse to install with the existing OperatorGroup (role variable "
+                 "gpuaas_*_olm_operator_group), or delete it first")
+    warnings = []
+    have = sorted((live.get("spec") or {}).get("targetNamespaces") or [])
+    if sorted(target_namespaces or []) != have:
+        warnings.append(
+            "reusing OperatorGroup %s/%s, whose target namespaces (%s) differ from the requested (%s); it is left "
+            "as it is: if the operator does not support that install mode its CSV fails with UnsupportedOperatorGroup"
+            % (namespace, names[0], ", ".join(have) or "all namespaces",
+               ", ".join(sorted(target_namespaces or [])) or "all namespaces"))
+    return {"action": "reuse", "name": names[0], "warnings": warnings}
+
+
+# ---- operands -----------------------------------------------------------------------------------------------------
+def merge_spec(base: t.Any, override: t.Any) -> t.Any:
+    """``override`` merged over ``base`` recursively (maps merge, anything else is replaced), as Ansible's
+    ``combine(recursive=True)``; neither argument is modified."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        out = dict(base.items())
+        for key, value in override.items():
+            out[key] = merge_spec(base.get(key), value) if key in base else value
+        return json.loads(json.dumps(out))
+    return json.loads(json.dumps(override))
+
+
+def operand_example(examples: t.Sequence[t.Mapping[str, t.Any]], kind: str) -> t.Dict[str, t.Any]:
+    """The first alm-examples entry of ``kind`` (the operator's sample operand), or {}."""
+    return dict(next((e for e in examples if e.get("kind") == kind), {}))
+
+
+def operand_mode(live: t.Optional[t.Mapping[str, t.Any]], adopt: bool) -> str:
+    """How to apply an operand: ``create`` (absent), ``owned`` (carries the collection's label), ``adopt`` (someone
+    else's, adopt requested: labelled and force-applied) or ``merge`` (someone else's: only the collection's settings,
+    applied without forcing conflicts and without the ownership label, so a field another manager set to another value
+    stops the run instead of being reset)."""
+    if live is None:
+        return "create"
+    if is_owned(live):
+        return "owned"
+    return "adopt" if adopt else "merge"
+
+
+def operand_object(api_version: str, kind: str, name: str, namespace: t.Optional[str], spec: t.Mapping[str, t.Any],
+                   example: t.Mapping[str, t.Any], mode: str) -> t.Dict[str, t.Any]:
+    """The operand to apply: in ``merge`` mode only ``spec`` (the collection's settings, no ownership label); else the
+    CSV's example spec with ``spec`` merged over it and the managed-by label."""
+    meta: t.Dict[str, t.Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    if mode == "merge":
+        body = dict(spec)
+    else:
+        meta["labels"] = owned_labels()
+        body = merge_spec(example.get("spec") or {}, dict(spec))
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": body}
+
+
+def operand_conflict_error(ref: str, adopt_variable: t.Optional[str], conflicts: t.Sequence[str],
+                           message: str) -> GpuaasError:
+    """A refused merge over an operand the collection does not own: the fields another manager set to other values."""
+    how = ("set %s: true (module option operand.adopt)" % adopt_variable) if adopt_variable else "set operand.adopt: true"
+    return GpuaasError(
+        "%s exists and is not managed by gpuaas.platform (no label %s=%s); applying the collection's settings would "
+        "change %d field%s that another field manager set, so nothing was written: %s"
+        % (ref, MANAGED_BY_LABEL, MANAGED_BY_VALUE, len(conflicts), "" if len(conflicts) == 1 else "s", message),
+        hint="keep the existing values by giving the same ones in the inventory (the role's overrides variable), or "
+             "let the collection adopt the operand: %s -- it then labels it, applies the operator's example with the "
+             "inventory's settings over it and resets the fields listed" % how,
+        problems=list(conflicts), details={"reason": "OperandNotOwned", "object": ref, "conflicts": list(conflicts)})
