@@ -24,7 +24,7 @@ def inventory_from_params(params: t.Mapping[str, t.Any], node_pools: bool = Fals
     """The inventory variables a module's options stand for (``node_pools``: with gpuaas_node_pools)."""
     inventory: t.Dict[str, t.Any] = {var: params.get(option) or [] for option, var in INVENTORY_OPTIONS}
     inventory["gpuaas_prometheus"] = params.get("prometheus") or {}
-    if params.get("openshift_ai"):  # the tenants module only (issue 23)
+    if params.get("openshift_ai"):  # issue 23 (the tenants and node_pools modules)
         inventory["gpuaas_openshift_ai"] = params.get("openshift_ai")
     if node_pools:
         inventory["gpuaas_node_pools"] = params.get("node_pools") or []

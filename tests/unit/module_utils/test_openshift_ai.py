@@ -255,3 +255,17 @@ def test_profiles_on_a_cluster_without_the_api_stop_before_anything_is_read():
     assert "does not serve infrastructure.opendatahub.io/v1" in str(info.value)
     TenancyRunner(_Client({"infrastructure.opendatahub.io/v1"}), {}).check_hardware_profiles_served(
         TenantModel.from_inventory(example()))
+
+
+def test_node_pools_validates_the_same_section_as_tenants():
+    """The tenants role runs node_pools first on the same inventory: with the section it must reach the same verdict
+    (a tenant's hardware_profiles: true planned with the section's counts, not the defaults)."""
+    from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import inventory_from_params
+    from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_runner import NODE_POOLS_ARGUMENT_SPEC
+    inv = example()
+    inv["gpuaas_openshift_ai"]["cpu"] = {"min": 1, "default": 56}  # exactly data-science's 56: fine; default 2 too
+    params = {"flavors": inv["gpuaas_flavors"], "cohorts": inv["gpuaas_cohorts"], "priorities": inv["gpuaas_priorities"],
+              "tenants": inv["gpuaas_tenants"], "openshift_ai": inv["gpuaas_openshift_ai"], "node_pools": []}
+    assert "openshift_ai" in NODE_POOLS_ARGUMENT_SPEC
+    model = TenantModel.from_inventory(inventory_from_params(params, node_pools=True))
+    assert {i.default_count for p in model.hardware_profiles for i in p.identifiers if i.identifier == "cpu"} == {56}
