@@ -181,6 +181,6 @@ def test_offboarding_a_tenant_prunes_its_profiles_only(converged, variant_kube, 
     assert run.rc == 0, run.explain()
     deleted = [(d.get("namespace"), d["name"]) for d in run.task_results(TASK)[0]["deleted"]
                if d["kind"] == "HardwareProfile"]
-    assert len(deleted) == 4 and {ns for ns, _ in deleted} == set(llm["namespaces"])
+    assert len(deleted) == 4 and {ns for ns, _name in deleted} == set(llm["namespaces"])
     assert sorted(profiles(variant_kube, llm["namespaces"] + ds["namespaces"])) == [
         (ds["namespaces"][0], "gpuaas-%s" % suffixed("a100-mig-1g"))]

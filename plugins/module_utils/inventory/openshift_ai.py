@@ -164,8 +164,8 @@ def plan_hardware_profiles(check: Validator, settings: OpenShiftAI, tenants: t.S
                 top = max_count(tenant, quota.flavor, resource, tenants, cohort_index)
                 if top < 1:
                     check.warn("%s (%s): flavor %s offers no whole %s to one workload (quota %s, nothing to borrow): "
-                               "no HardwareProfile for it" % (path, tenant.name, quota.flavor, resource,
-                                                               quota.resources[resource]))
+                               "no HardwareProfile for it"
+                               % (path, tenant.name, quota.flavor, resource, quota.resources[resource]))
                     continue
                 gpu = ProfileIdentifier(resource, "GPU" if resource == "nvidia.com/gpu" else resource, "Accelerator",
                                         1, 1, profile_count(top, resource))

@@ -113,7 +113,7 @@ def test_project_scope_follows_each_namespace_queue_and_global_needs_one_queue_e
     inv = example()
     llm = inv["gpuaas_tenants"][0]
     llm.update(default_queue=False, queues=[{"name": "train", "namespaces": ["llm-train"]},
-                                             {"name": "nb", "namespaces": ["llm-notebooks"]}])
+                                            {"name": "nb", "namespaces": ["llm-notebooks"]}])
     queues = {(n, ns): q for n, ns, _t, q, _p, _ids in plans_of(TenantModel.from_inventory(inv))}
     assert queues[("gpuaas-h100-batch", "llm-train")] == "train"
     assert queues[("gpuaas-h100-batch", "llm-notebooks")] == "nb"
