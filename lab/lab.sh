@@ -303,6 +303,8 @@ load_crds() {
   # the workload kinds Kueue gates (issue 11): Ray, JobSet, LeaderWorkerSet, Kubeflow, AppWrapper, KServe
   if [ -d "$c/workloads" ]; then dirs+=("$c/workloads"); fi
   [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = openshift ] && dirs+=("$c/openshift")
+  # OpenShift AI's HardwareProfile, written from the upstream schema (no Go module serves it; issue 23)
+  [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = openshift ] && dirs+=("$LAB_SRC/crds/openshift-ai")
   # Cluster API machine CRDs (MachineDeployment, MachineSet, Machine) on the Kubernetes flavour
   [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = kubernetes ] && [ -d "$c/capi" ] && dirs+=("$c/capi")
   local d; for d in "${dirs[@]}"; do kubectl apply --server-side --force-conflicts -f "$d" >/dev/null; done

@@ -73,6 +73,11 @@ options:
       - A token or CA goes to a Secret in O(keda_namespace) with a C(ClusterTriggerAuthentication) named
         C(gpuaas-prometheus-node-pools).
     type: dict
+  openshift_ai:
+    description:
+      - OpenShift AI settings (inventory C(gpuaas_openshift_ai), module M(gpuaas.platform.tenants)), only validated
+        here, so that the whole inventory is checked the same way by both modules.
+    type: dict
   allow_overcommit:
     description: Accept quotas above the capacity (nodes, or pools' maximum) of a flavor, with a warning.
     type: bool

@@ -89,6 +89,19 @@ options:
       - A token or CA is stored in a Secret in O(keda_namespace) and referenced through a
         C(ClusterTriggerAuthentication) named C(gpuaas-prometheus), so it never lands in a tenant namespace.
     type: dict
+  openshift_ai:
+    description:
+      - "OpenShift AI coexistence (inventory C(gpuaas_openshift_ai), docs/openshift-ai.md): C({hardware_profiles,
+        profiles_scope, applications_namespace, trusted_controllers, cpu: {min, default}, memory: {min, default}})."
+      - C(hardware_profiles=true) writes one OpenShift AI C(HardwareProfile) (C(infrastructure.opendatahub.io/v1))
+        per tenant, GPU flavor and allowed priority class, with C(scheduling.type=Queue) on the tenant's LocalQueue
+        and the GPU count capped by the tenant's quota; owned and pruned with the tenant. C(hardware_profiles) on a
+        tenant overrides it for that tenant.
+      - C(profiles_scope=project) (default) puts them in each tenant namespace, C(global) in
+        C(applications_namespace) (default C(redhat-ods-applications)).
+      - C(trusted_controllers) (default true; applied on OpenShift or when this option is set) trusts OpenShift AI's
+        controllers in C(applications_namespace) in the admission policy, each only for the frameworks Kueue manages.
+    type: dict
   allow_overcommit:
     description: Accept quotas above the GPU capacity of the flavor's nodes (a warning instead of an error).
     type: bool

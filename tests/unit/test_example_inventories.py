@@ -20,6 +20,9 @@ EXAMPLES = REPO / "playbooks" / "inventory" / "examples"
 LAB = REPO / "playbooks" / "inventory" / "lab"
 ROLES = ["platform", "gpu_operator", "kueue", "keda", "tenants", "validate", "observability", "automation_rbac"]
 SITES = ["kubernetes", "openshift"]
+# Examples that are an overlay of a site (the OpenShift AI tenancy, installed with examples/openshift): checked for
+# what every example promises (valid, declared, explained); their own content by tests/unit/module_utils/test_openshift_ai.py.
+OVERLAYS = ["openshift-ai"]
 KEY = re.compile(r"^(gpuaas_\w+):")
 
 # Settings that only make sense on the local lab (docs/lab.md) and must never be copied to a real cluster.
@@ -53,7 +56,17 @@ def test_example_passes_the_whole_inventory_validation(site):
     assert model.prometheus.url.startswith("http")
 
 
-@pytest.mark.parametrize("site", SITES)
+@pytest.mark.parametrize("site", OVERLAYS)
+def test_overlay_example_passes_the_whole_inventory_validation(site):
+    inv = group_vars(EXAMPLES / site)
+    try:
+        TenantModel.from_inventory(inv)
+    except InventoryError as err:  # pragma: no cover - the failure message is the point
+        pytest.fail("example inventory %s is invalid:\n%s" % (site, err))
+    assert "K8S_AUTH_HOST" in (EXAMPLES / site / "hosts.yml").read_text()
+
+
+@pytest.mark.parametrize("site", SITES + OVERLAYS)
 def test_every_example_variable_is_declared_by_a_role_with_that_type(site):
     inv = group_vars(EXAMPLES / site)
     declared: set = set()
@@ -67,7 +80,7 @@ def test_every_example_variable_is_declared_by_a_role_with_that_type(site):
     assert not unknown, "%s sets variables no role reads: %s" % (site, unknown)
 
 
-@pytest.mark.parametrize("site", SITES)
+@pytest.mark.parametrize("site", SITES + OVERLAYS)
 def test_every_example_value_is_explained_and_nothing_is_lab_only(site):
     for path in sorted((EXAMPLES / site).rglob("*.yml")):
         text = path.read_text()

@@ -5,12 +5,13 @@
 """The tenancy inventory as a validated model.
 
 ``TenantModel.from_inventory(vars, nodes=None)`` parses the whole inventory (``gpuaas_flavors``,
-``gpuaas_cohorts``, ``gpuaas_priorities``, ``gpuaas_tenants``, ``gpuaas_prometheus``, ``gpuaas_node_pools`` and
+``gpuaas_cohorts``, ``gpuaas_priorities``, ``gpuaas_tenants``, ``gpuaas_prometheus``, ``gpuaas_node_pools``,
+``gpuaas_openshift_ai`` and
 the ``gpuaas_*`` switches), collects *every* problem with a path such as
 ``gpuaas_tenants[3].quotas[0].flavor`` and raises one ``InventoryError`` listing them all.
 
 Each section has its own parser (``flavors.py``, ``cohorts.py``, ``priorities.py``, ``prometheus.py``,
-``tenants.py`` with ``quotas.py`` and ``autoscaling.py``, ``node_pools.py``) written on the shared
+``tenants.py`` with ``quotas.py`` and ``autoscaling.py``, ``node_pools.py``, ``openshift_ai.py``) written on the shared
 ``validator.Validator``; the checks across sections are ``idle_reclaim.py`` and ``capacity.py``; the typed
 records are in ``records.py``. This module joins them and is the import point for the rest of the collection:
 the names below are re-exported so that callers depend on ``inventory.model`` only.
@@ -44,6 +45,12 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.node_poo
     NODE_POOL_TARGET_KINDS,
     parse_node_pools,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.openshift_ai import (
+    COUNT_KEYS,
+    OPENSHIFT_AI_KEYS,
+    parse_openshift_ai,
+    plan_hardware_profiles,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.priorities import (
     PRIORITY_KEYS,
     default_priorities,
@@ -64,7 +71,9 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records 
     Cohort,
     ExtraQueue,
     Flavor,
+    HardwareProfilePlan,
     NodePool,
+    OpenShiftAI,
     Preemption,
     Priority,
     PrometheusSettings,
@@ -88,13 +97,13 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validato
 __all__ = [
     # the model and its records
     "TenantModel", "Flavor", "Cohort", "Priority", "Quota", "Preemption", "Access", "ExtraQueue", "Autoscaling",
-    "Tenant", "NodePool", "PrometheusSettings", "InventoryError",
+    "Tenant", "NodePool", "PrometheusSettings", "InventoryError", "OpenShiftAI", "HardwareProfilePlan",
     # entry points besides TenantModel.from_inventory
     "parse_autoscaling", "flavor_capacity", "tenant_index", "parse_quantity", "default_priorities", "tenant_priorities",
     # the keys each inventory mapping accepts (role argument specs are tested equal to them)
     "FLAVOR_KEYS", "COHORT_KEYS", "PRIORITY_KEYS", "TENANT_KEYS", "QUOTA_KEYS", "PREEMPTION_KEYS", "BORROW_KEYS",
     "ACCESS_KEYS", "QUEUE_KEYS", "AUTOSCALING_KEYS", "TARGET_KEYS", "IDLE_KEYS", "LOAD_KEYS", "PROMETHEUS_KEYS",
-    "TOKEN_SECRET_KEYS", "NODE_POOL_KEYS", "NODE_POOL_TARGET_KEYS",
+    "TOKEN_SECRET_KEYS", "NODE_POOL_KEYS", "NODE_POOL_TARGET_KEYS", "OPENSHIFT_AI_KEYS", "COUNT_KEYS",
     # values the contract is written in
     "SYSTEM_NAMESPACES", "SYSTEM_NAMESPACE_PREFIXES", "SCALE_TARGET_KINDS", "INFERENCE_SERVICE_SUFFIX",
     "NOT_SCALABLE_KINDS", "NODE_POOL_TARGET_KINDS",
@@ -112,6 +121,8 @@ class TenantModel:
     warnings: t.List[str] = field(default_factory=list)
     capacity: t.Dict[str, t.Dict[str, str]] = field(default_factory=dict)
     node_pools: t.List[NodePool] = field(default_factory=list)
+    openshift_ai: OpenShiftAI = field(default_factory=OpenShiftAI)
+    hardware_profiles: t.List[HardwareProfilePlan] = field(default_factory=list)
 
     @property
     def present_tenants(self) -> t.List[Tenant]:
@@ -156,6 +167,8 @@ class TenantModel:
                                       model.prometheus.url)
         warn_top_priority_allowed(check, model.tenants, model.priorities)
         warn_unreclaimable_idle_quota(check, model.tenants, model.cohorts, model.priorities)
+        model.openshift_ai = parse_openshift_ai(check, inventory.get("gpuaas_openshift_ai"))
+        model.hardware_profiles = plan_hardware_profiles(check, model.openshift_ai, model.tenants, model.cohorts)
         model.node_pools = parse_node_pools(check, inventory.get("gpuaas_node_pools"), model.flavors)
         if nodes is not None:
             model.capacity = check_capacity(check, model.flavors, model.tenants, model.node_pools, nodes,

@@ -119,6 +119,8 @@ class Tenant:
     # WorkloadPriorityClass names the tenant may use (Kueue label and pod priorityClassName), as its entry names
     # them; None = the default (priorities.tenant_priorities: the classes open to tenants, else the lowest)
     allowed_priorities: t.Optional[t.List[str]] = None
+    # OpenShift AI HardwareProfiles for this tenant; None = gpuaas_openshift_ai.hardware_profiles (issue 23)
+    hardware_profiles: t.Optional[bool] = None
 
     @property
     def present(self) -> bool:
@@ -163,3 +165,39 @@ class PrometheusSettings:
     ca_file: t.Optional[str] = None
     validate_certs: bool = True
     timeout: t.Optional[int] = None
+
+
+@dataclass
+class OpenShiftAI:
+    """``gpuaas_openshift_ai`` (inventory/openshift_ai.py); ``configured``: the inventory has the section."""
+    configured: bool = False
+    hardware_profiles: bool = False
+    profiles_scope: str = "project"
+    applications_namespace: str = "redhat-ods-applications"
+    trusted_controllers: bool = True
+    cpu: t.Dict[str, str] = field(default_factory=lambda: {"min": "1", "default": "2"})
+    memory: t.Dict[str, str] = field(default_factory=lambda: {"min": "2Gi", "default": "4Gi"})
+
+
+@dataclass
+class ProfileIdentifier:
+    """One ``spec.identifiers[]`` entry of a HardwareProfile (counts as the int-or-string fields take them)."""
+    identifier: str
+    display_name: str
+    resource_type: t.Optional[str]
+    min_count: t.Union[int, str]
+    default_count: t.Union[int, str]
+    max_count: t.Union[int, str]
+
+
+@dataclass
+class HardwareProfilePlan:
+    """One OpenShift AI HardwareProfile the inventory asks for, checked; manifests/openshift_ai.py renders it."""
+    name: str
+    namespace: str
+    tenant: str
+    flavor: str
+    local_queue: str
+    priority_class: t.Optional[str]
+    identifiers: t.List[ProfileIdentifier]
+    display_name: str

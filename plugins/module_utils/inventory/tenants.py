@@ -30,7 +30,7 @@ SYSTEM_NAMESPACE_PREFIXES = ("kube-", "openshift-")
 
 TENANT_KEYS = ("name", "namespaces", "cohort", "fair_sharing_weight", "quotas", "preemption", "access",
                "autoscaling", "queues", "state", "queueing_strategy", "labels", "default_priority", "default_queue",
-               "allowed_priorities")
+               "allowed_priorities", "hardware_profiles")
 ACCESS_KEYS = ("admins", "users")
 QUEUE_KEYS = ("name", "namespaces")
 TENANT_STATES = ("present", "absent")
@@ -68,6 +68,8 @@ def parse_tenants(check: Validator, value: t.Any, flavors: t.Set[str], cohorts: 
                       "on the workload (allowed_priorities limits which classes a tenant may use)")
         if data.get("allowed_priorities") is not None:
             tenant.allowed_priorities = _allowed_priorities(check, path, data.get("allowed_priorities"), priorities)
+        if data.get("hardware_profiles") is not None:  # OpenShift AI (inventory/openshift_ai.py)
+            tenant.hardware_profiles = check.boolean(path + ".hardware_profiles", data.get("hardware_profiles"), False)
         tenant.quotas = parse_quotas(check, path, data.get("quotas"), flavors, cohort)
         tenant.preemption = parse_preemption(check, path + ".preemption", data.get("preemption"))
         tenant.access = _access(check, path + ".access", data.get("access"))

@@ -12,7 +12,8 @@
   credentials for KEDA (Secret + ClusterTriggerAuthentication) when ``gpuaas_prometheus`` has a token or CA;
 * per present tenant: Namespaces, one ClusterQueue, LocalQueues (``default`` + extra), RoleBindings
   (admins -> ``admin``, users -> ``edit``), a ClusterRole/Binding to read its own ClusterQueue, and the
-  KEDA ScaledObjects of ``autoscaling``.
+  KEDA ScaledObjects of ``autoscaling``, and (opt-in, ``gpuaas_openshift_ai``) its OpenShift AI HardwareProfiles
+  (built by ``openshift_ai``; the shared ClusterRole that lets tenants read them).
 
 Every object carries ``app.kubernetes.io/managed-by: gpuaas.platform`` and ``gpuaas.io/component: tenants``;
 tenant objects also ``gpuaas.io/tenant: <name>``. No I/O.
@@ -24,6 +25,7 @@ import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import openshift_ai
 # The admission policy lives in its own module; its public names stay importable from here.
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.admission import (  # pylint: disable=unused-import
     ADOPTION_WORKLOAD_KINDS,
@@ -69,6 +71,7 @@ MANAGED_KINDS: t.Tuple[t.Tuple[str, str], ...] = (
     ("v1", "Secret"),
     (keda.KEDA_V, "ClusterTriggerAuthentication"),
     (keda.KEDA_V, "ScaledObject"),
+    (openshift_ai.HWP_V, openshift_ai.HWP_KIND),
 )
 
 
@@ -271,6 +274,8 @@ def tenant_objects(tenant: Tenant, model: TenantModel, platform: str = "kubernet
         objs.append(tenant_cluster_role_binding(tenant, admins + users))
     for auto in tenant.autoscaling:
         objs.append(keda.autoscaling_object(auto, model.prometheus, authenticated_prometheus, labels_for(tenant.name)))
+    objs.extend(openshift_ai.hardware_profile(plan, labels_for(tenant.name))
+                for plan in model.hardware_profiles if plan.tenant == tenant.name)
     return objs
 
 
@@ -286,6 +291,8 @@ def shared_objects(model: TenantModel, prometheus_token: t.Optional[str] = None,
     if model.present_tenants:
         objs.append(queue_reader_cluster_role())
         objs.extend(admission_policy(admission, model.prometheus.url, labels_for(), admission.integrations()))
+    if model.hardware_profiles:
+        objs.append(openshift_ai.profile_reader_cluster_role(labels_for()))
     if any(t_.autoscaling for t_ in model.present_tenants):
         objs.extend(keda.prometheus_auth(model.prometheus, prometheus_token, prometheus_ca, keda_namespace, labels_for()))
     return objs

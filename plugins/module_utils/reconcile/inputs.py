@@ -31,6 +31,8 @@ def inventory_from_params(params: t.Mapping[str, t.Any], node_pools: bool = Fals
     """
     inventory: t.Dict[str, t.Any] = {var: params.get(option) or [] for option, var in INVENTORY_OPTIONS}
     inventory["gpuaas_prometheus"] = with_environment(params.get("prometheus"), url=False)
+    if params.get("openshift_ai"):  # issue 23 (the tenants and node_pools modules)
+        inventory["gpuaas_openshift_ai"] = params.get("openshift_ai")
     if node_pools:
         inventory["gpuaas_node_pools"] = params.get("node_pools") or []
     inventory["gpuaas_allow_overcommit"] = bool(params.get("allow_overcommit"))

@@ -151,6 +151,7 @@ NODE_POOLS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
     cohorts=dict(type="list", elements="dict", default=[]),
     priorities=dict(type="list", elements="dict", default=[]),
     prometheus=dict(type="dict", no_log=False),
+    openshift_ai=dict(type="dict"),
     allow_overcommit=dict(type="bool", default=False),
     check_capacity=dict(type="bool", default=True),
     check_templates=dict(type="bool", default=True),

@@ -35,6 +35,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership imp
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import openshift_ai
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import redact_secret_data
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import (
@@ -144,10 +145,13 @@ class TenancyRunner:
             self._admission_options = builders.AdmissionSettings.from_options(self.params.get("admission"))
         return self._admission_options
 
-    def admission_settings(self, platform: str = "kubernetes") -> builders.AdmissionSettings:
+    def admission_settings(self, platform: str = "kubernetes",
+                           model: t.Optional[TenantModel] = None) -> builders.AdmissionSettings:
         """What the admission policy trusts (option admission) and the frameworks Kueue manages (option
         kueue_frameworks; auto resolves by the kinds the cluster serves, as the kueue role does, without those the
-        Red Hat Kueue operand cannot carry on OpenShift; not set: every known framework)."""
+        Red Hat Kueue operand cannot carry on OpenShift; not set: every known framework). On OpenShift, or with
+        gpuaas_openshift_ai, OpenShift AI's controllers are trusted as well, each only for the frameworks of those
+        that Kueue manages (gpuaas_openshift_ai.trusted_controllers: false turns it off)."""
         settings = dataclasses.replace(self.admission_options())
         names = self.kueue_framework_names()
         if names == ["auto"]:
@@ -156,7 +160,24 @@ class TenancyRunner:
                 dropped = set(kueue_integrations.openshift_operand(names, True)["not_expressible"])
                 names = [n for n in names if n not in dropped]
         settings.kueue_frameworks = names
+        ai = model.openshift_ai if model is not None else None
+        if ai is not None and ai.trusted_controllers and (platform == "openshift" or ai.configured):
+            managed = names if names is not None else kueue_integrations.known_frameworks()
+            settings.workload_controllers = settings.workload_controllers + [
+                user for user in openshift_ai.trusted_controllers(ai.applications_namespace, managed)
+                if user not in settings.workload_controllers]
         return settings
+
+    def check_hardware_profiles_served(self, model: TenantModel) -> None:
+        """HardwareProfiles asked for on a cluster that does not serve their API stop the run before any write."""
+        if model.hardware_profiles and not self.client.served(openshift_ai.HWP_V):
+            raise GpuaasError(
+                "gpuaas_openshift_ai asks for %d HardwareProfile%s but the cluster does not serve %s; nothing was "
+                "changed" % (len(model.hardware_profiles), "" if len(model.hardware_profiles) == 1 else "s",
+                             openshift_ai.HWP_V),
+                hint="install OpenShift AI (a release serving HardwareProfile %s), or set "
+                     "gpuaas_openshift_ai.hardware_profiles: false (and hardware_profiles: false on tenants that "
+                     "set it)" % openshift_ai.HWP_V)
 
     def check_platform_namespaces(self, model: TenantModel) -> None:
         """A tenant namespace the admission policy exempts would be unguarded (issue 22 item 6): the inventory's
@@ -176,7 +197,7 @@ class TenancyRunner:
                         limit: t.Optional[t.Sequence[str]] = None) -> t.List[Obj]:
         """The desired objects of this run (only the limited tenants' with limit_tenants), built once."""
         desired = builders.desired_objects(model, platform, token, ca_data, self.keda_namespace(platform),
-                                           self.admission_settings(platform))
+                                           self.admission_settings(platform, model))
         if limit is not None:
             desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
         return desired
@@ -236,6 +257,7 @@ class TenancyRunner:
         present = {x.name for x in model.present_tenants}
         empty = limit is None and not declared
         platform = self.platform()
+        self.check_hardware_profiles_served(model)
         engine = ApplyEngine(self.client, check_mode=self.check_mode, concurrency=p.get("concurrency") or 8,
                              guard_ownership=True, adopt=p.get("adopt") or [],
                              list_selector=tenants_selector(limit) if limit is not None else None)
@@ -492,6 +514,7 @@ TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
     priorities=dict(type="list", elements="dict", default=[]),
     tenants=dict(type="list", elements="dict", default=[]),
     prometheus=dict(type="dict", no_log=False),
+    openshift_ai=dict(type="dict"),
     allow_overcommit=dict(type="bool", default=False),
     check_capacity=dict(type="bool", default=True),
     delete_namespaces=dict(type="bool", default=False),

@@ -35,6 +35,9 @@ CONTRACT = {
     ("gpuaas_tenants", "autoscaling", "target"): model.TARGET_KEYS,
     ("gpuaas_tenants", "autoscaling", "idle_scale_to_zero"): model.IDLE_KEYS,
     ("gpuaas_tenants", "autoscaling", "load"): model.LOAD_KEYS,
+    ("gpuaas_openshift_ai",): model.OPENSHIFT_AI_KEYS,
+    ("gpuaas_openshift_ai", "cpu"): model.COUNT_KEYS,
+    ("gpuaas_openshift_ai", "memory"): model.COUNT_KEYS,
 }
 
 

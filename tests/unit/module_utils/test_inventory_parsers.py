@@ -20,6 +20,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory import (
     kueue_rules,
     model,
     node_pools,
+    openshift_ai,
     priorities,
     prometheus,
     quotas,
@@ -147,8 +148,8 @@ def test_capacity_counts_the_pools_maximum():
 
 # -- inventory.model stays the import point ----------------------------------------------------------------
 
-SECTION_MODULES = (autoscaling, capacity, cohorts, flavors, node_pools, priorities, prometheus, quotas, records,
-                   tenants, validator)
+SECTION_MODULES = (autoscaling, capacity, cohorts, flavors, node_pools, openshift_ai, priorities, prometheus, quotas,
+                   records, tenants, validator)
 
 
 def test_model_re_exports_each_name_from_the_one_file_that_defines_it():
