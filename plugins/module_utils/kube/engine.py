@@ -37,6 +37,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.barrier import Barrier, pass_barriers
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import fields_covered, is_subset, owned_fields, project, strip_none
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kinds import tier_of
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import Key, GroupKind, LiveState, list_objects
@@ -106,6 +107,8 @@ class ApplyEngine:
         # Called before each apply tier and before prune; raises when the run may no longer write (the tenants
         # runner: does it still hold its Lease, kube/lease.py?), so a lock lost midway stops the next write.
         self.confirm_lock: t.Optional[t.Callable[[str], None]] = None
+        # Waits between apply tiers (kube/barrier.py): an admission policy enforced before what it governs.
+        self.barriers: t.List[Barrier] = []
 
     # -- preparation ----------------------------------------------------------------------------------
     def kueue_version(self) -> str:
@@ -363,6 +366,8 @@ class ApplyEngine:
                     if later > tier:
                         skipped.extend(d.ref for d, _a, _c in todo[later])
                 break
+            if not self.check_mode:  # a dry run changes nothing to wait for
+                pass_barriers(self.barriers, tier, {tr: [item[0] for item in its] for tr, its in todo.items()}, result)
         if self.unreachable is not None:
             raise self.unreachable_error(result, pending=skipped + [e.details.get("ref") for e in errors
                                                                     if e.details.get("ref")])
@@ -394,6 +399,15 @@ class ApplyEngine:
         except GpuaasError as err:
             err.details.setdefault("partial_result", result.to_module_result())
             raise
+
+    def probe(self, obj: t.Mapping[str, t.Any]) -> t.Optional[GpuaasError]:
+        """Server-side dry run of applying ``obj`` (this field manager): None when admitted, else the refusal."""
+        d = self.prepare(obj)
+        try:
+            d.res.apply(d.obj, self.field_manager, force=self.force_conflicts, dry_run=True)
+        except ApiException as exc:
+            return translate_api_exception(exc, "dry-run apply", str(d.ref))
+        return None
 
     @staticmethod
     def _changes(items: t.Sequence[t.Tuple[DesiredObject, str, t.Any]]) -> str:
