@@ -10,6 +10,10 @@ tier of the same run may be judged by that previous version. A ``Barrier`` names
 last tier of a reconcile that writes one of them, the engine calls ``wait`` with what was written of those kinds and
 the objects still to be applied, and goes on only when it returns (it raises to stop the run). The engine knows
 nothing of what is waited for; the caller does (the tenants runner: the policy is enforced).
+
+In check mode nothing changes, so nothing is waited for; ``judged_late`` names the later objects whose dry run would
+be judged by what the run would have changed first (the previous policy version): the engine reports them without a
+dry run, as it does the content of namespaces not created yet.
 """
 
 from __future__ import annotations
@@ -22,13 +26,17 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.errors import Gpua
 class Barrier:
     """Wait after the last apply tier that writes one of ``kinds``, before the next tier."""
 
-    __slots__ = ("kinds", "wait")
+    __slots__ = ("kinds", "wait", "judged_late")
 
     def __init__(self, kinds: t.Iterable[str],
-                 wait: t.Callable[[t.List[t.Any], t.List[t.Dict[str, t.Any]]], None]) -> None:
+                 wait: t.Callable[[t.List[t.Any], t.List[t.Dict[str, t.Any]]], None],
+                 judged_late: t.Optional[t.Callable[[t.List[t.Any], t.List[t.Dict[str, t.Any]]],
+                                                    t.Iterable[t.Mapping[str, t.Any]]]] = None) -> None:
         self.kinds = frozenset(kinds)
         # wait(written ObjectResults of these kinds, desired objects of the later tiers still to be applied)
         self.wait = wait
+        # judged_late(the same, from a dry run) -> the pending objects check mode reports without a dry run
+        self.judged_late = judged_late
 
     def last_tier(self, tiers: t.Mapping[int, t.Sequence[str]]) -> t.Optional[int]:
         """The last of ``tiers`` (tier -> kinds to write there) that writes one of this barrier's kinds."""
@@ -37,18 +45,27 @@ class Barrier:
 
 
 def pass_barriers(barriers: t.Sequence[Barrier], tier: int, tiers: t.Mapping[int, t.Sequence[t.Any]],
-                  result: t.Any) -> None:
+                  result: t.Any, check_mode: bool = False) -> t.Set[t.Tuple[str, str, str]]:
     """Call each barrier whose kinds ``tier`` was the last to write, when it wrote some. ``tiers``: the engine's
-    DesiredObjects to write per tier; ``result``: the ReconcileResult so far (the partial result of a refusal)."""
+    DesiredObjects to write per tier; ``result``: the ReconcileResult so far (the partial result of a refusal).
+    Returns the keys of the later objects check mode must not dry-run (``judged_late``)."""
     kinds = {tr: [d.ref.kind for d in items] for tr, items in tiers.items()}
+    late: t.Set[t.Tuple[str, str, str]] = set()
     for barrier in barriers:
         if barrier.last_tier(kinds) != tier:
             continue
         written = [r for r in result.results if r.ref.kind in barrier.kinds and r.action in ("created", "updated")]
         if not written:
             continue
+        later = [d for tr in sorted(tiers) if tr > tier for d in tiers[tr]]
+        if check_mode:
+            if barrier.judged_late is not None:
+                judged = [id(o) for o in barrier.judged_late(written, [d.obj for d in later])]
+                late.update(d.ref.key for d in later if id(d.obj) in judged)
+            continue
         try:
-            barrier.wait(written, [d.obj for tr in sorted(tiers) if tr > tier for d in tiers[tr]])
+            barrier.wait(written, [d.obj for d in later])
         except GpuaasError as err:
             err.details.setdefault("partial_result", result.to_module_result())
             raise
+    return late

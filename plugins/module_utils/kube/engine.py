@@ -336,8 +336,10 @@ class ApplyEngine:
         if self.guard_ownership:
             result.adopted = self._guard(prepared, live)
 
-        # Namespaces that do not exist yet: in check mode their content cannot be dry-run.
+        # Check mode cannot dry-run the content of namespaces that do not exist yet, nor what a barrier says an earlier
+        # tier's change would judge (a policy this run updates): reported without a dry run.
         new_namespaces = {d.ref.name for d in prepared if d.ref.kind == "Namespace" and d.ref.key not in live}
+        simulated: t.Set[Key] = {d.ref.key for d in prepared if d.ref.namespace and d.ref.namespace in new_namespaces}
 
         todo: t.Dict[int, t.List[t.Tuple[DesiredObject, str, t.Optional[t.Dict[str, t.Any]]]]] = {}
         for d in prepared:
@@ -353,7 +355,7 @@ class ApplyEngine:
         for tier in sorted(todo):
             self._confirm_lock(result, "before applying %s" % self._changes(todo[tier]))
             with self._pool() as pool:
-                outcomes = list(pool.map(lambda item: self._apply_one(item, new_namespaces, result), todo[tier]))
+                outcomes = list(pool.map(lambda item: self._apply_one(item, simulated, result), todo[tier]))
             for item, outcome in zip(todo[tier], outcomes):
                 if outcome is None:
                     skipped.append(item[0].ref)
@@ -366,8 +368,8 @@ class ApplyEngine:
                     if later > tier:
                         skipped.extend(d.ref for d, _a, _c in todo[later])
                 break
-            if not self.check_mode:  # a dry run changes nothing to wait for
-                pass_barriers(self.barriers, tier, {tr: [item[0] for item in its] for tr, its in todo.items()}, result)
+            simulated |= pass_barriers(self.barriers, tier, {tr: [item[0] for item in its] for tr, its in todo.items()},
+                                       result, self.check_mode)
         if self.unreachable is not None:
             raise self.unreachable_error(result, pending=skipped + [e.details.get("ref") for e in errors
                                                                     if e.details.get("ref")])
@@ -415,13 +417,12 @@ class ApplyEngine:
         return "%d change%s (%s)" % (len(items), "" if len(items) == 1 else "s",
                                      ", ".join(sorted({d.ref.kind for d, _action, _current in items})))
 
-    def _apply_one(self, item: t.Tuple[DesiredObject, str, t.Optional[t.Dict[str, t.Any]]], new_namespaces: t.Set[str],
+    def _apply_one(self, item: t.Tuple[DesiredObject, str, t.Optional[t.Dict[str, t.Any]]], simulated: t.Set[Key],
                    result: ReconcileResult) -> t.Any:
         d, action, current = item
         if self.unreachable is not None:
             return None  # the API server is gone: do not schedule more requests
-        if self.check_mode and ((d.ref.namespace and d.ref.namespace in new_namespaces)
-                                or d.ref.key in self.assume_deleted):
+        if self.check_mode and (d.ref.key in simulated or d.ref.key in self.assume_deleted):
             return ObjectResult(d.ref, action, self.before_view(current), self._with_identity(
                 copy.deepcopy(d.obj), d.obj), obj=d.obj, simulated=True)
         result.requests["apply"] += 1

@@ -292,7 +292,8 @@ class TenancyRunner:
         recreated = self.recreate_moved_local_queues(desired, kueue_av, engine, state)
 
         engine.barriers.append(Barrier(("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"),
-                                       lambda written, pending: self.wait_for_policies(engine, written, pending)))
+                                       lambda written, pending: self.wait_for_policies(engine, written, pending),
+                                       judged_late=self.governed_by))
         result = engine.reconcile(desired, prune=scope, state=state)
         out = result.to_module_result(diff=self.diff)
         redact_secret_data(out.get("diff"))
@@ -400,6 +401,12 @@ class TenancyRunner:
             probes = admission.enforcement_probes(name, pending)
             if probes:
                 self.wait_enforced(engine, name, probes[0])
+
+    @staticmethod
+    def governed_by(written: t.Sequence[t.Any], pending: t.Sequence[Obj]) -> t.List[Obj]:
+        """Check mode: the pending objects whose admission depends on the version of a policy this run would update
+        (a dry run against the live, previous version would refuse what the run would apply)."""
+        return [o for name in sorted({r.ref.name for r in written}) for o in admission.enforcement_probes(name, pending)]
 
     def wait_enforced(self, engine: ApplyEngine, policy: str, probe: Obj) -> None:
         """Dry-run ``probe`` until policy ``policy`` no longer refuses it (pauses 0.1 s doubling to 2 s, at most

@@ -168,6 +168,21 @@ def test_no_wait_when_no_policy_changed(migrated_cluster):
     assert not [c for c in client.calls if c[0] in ("apply-dry", "refused-dry")]
 
 
+def test_check_mode_previews_the_migration_without_a_dry_run_the_live_policy_would_refuse(migrated_cluster):
+    """--check of the same migration: the ScaledObject is reported (not dry-run: the live, previous policy version
+    would refuse it, though the real run passes), nothing is written, nothing waited for."""
+    client = migrated_cluster
+    client.lag = 3
+    before = copy.deepcopy(client.objects)
+    result = tenancy_runner.TenancyRunner(client, with_prometheus(), check_mode=True, sleep=lambda s: None,
+                                          clock=lambda: 0.0).run()
+    assert result["changed"] is True
+    assert {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "name": "vllm", "namespace": "nlp-serve"} \
+        in result["created"]
+    assert not [c for c in client.calls if c[1] == "ScaledObject" and c[0] not in ("list", "get")]
+    assert client.objects == before and client.lag == 3
+
+
 def test_engine_barrier_runs_after_the_last_tier_of_its_kinds_with_what_follows():
     """kube/engine.py, generic: the barrier sees what was written of its kinds and the later tiers' objects."""
     client = LaggingClient()
