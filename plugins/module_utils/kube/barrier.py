@@ -21,6 +21,7 @@ from __future__ import annotations
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, translate_api_exception
 
 
 class Barrier:
@@ -47,9 +48,9 @@ class Barrier:
 def pass_barriers(barriers: t.Sequence[Barrier], tier: int, tiers: t.Mapping[int, t.Sequence[t.Any]],
                   result: t.Any, check_mode: bool = False) -> t.Set[t.Tuple[str, str, str]]:
     """Call each barrier whose kinds ``tier`` was the last to write, when it wrote some. ``tiers``: the engine's
-    DesiredObjects to write per tier; ``result``: the ReconcileResult so far (the partial result of a refusal).
-    Returns the keys of the later objects check mode must not dry-run (``judged_late``)."""
-    kinds = {tr: [d.ref.kind for d in items] for tr, items in tiers.items()}
+    to-do per tier, (DesiredObject, action, live) items; ``result``: the ReconcileResult so far (the partial result
+    of a refusal). Returns the keys of the later objects check mode must not dry-run (``judged_late``)."""
+    kinds = {tr: [item[0].ref.kind for item in items] for tr, items in tiers.items()}
     late: t.Set[t.Tuple[str, str, str]] = set()
     for barrier in barriers:
         if barrier.last_tier(kinds) != tier:
@@ -57,7 +58,7 @@ def pass_barriers(barriers: t.Sequence[Barrier], tier: int, tiers: t.Mapping[int
         written = [r for r in result.results if r.ref.kind in barrier.kinds and r.action in ("created", "updated")]
         if not written:
             continue
-        later = [d for tr in sorted(tiers) if tr > tier for d in tiers[tr]]
+        later = [item[0] for tr in sorted(tiers) if tr > tier for item in tiers[tr]]
         if check_mode:
             if barrier.judged_late is not None:
                 judged = [id(o) for o in barrier.judged_late(written, [d.obj for d in later])]
@@ -69,3 +70,14 @@ def pass_barriers(barriers: t.Sequence[Barrier], tier: int, tiers: t.Mapping[int
             err.details.setdefault("partial_result", result.to_module_result())
             raise
     return late
+
+
+def dry_run_refusal(engine: t.Any, obj: t.Mapping[str, t.Any]) -> t.Optional[GpuaasError]:
+    """Server-side dry run of ``engine`` applying ``obj`` (its field manager): None when admitted, else the refusal.
+    What a barrier's ``wait`` probes with."""
+    d = engine.prepare(obj)
+    try:
+        d.res.apply(d.obj, engine.field_manager, force=engine.force_conflicts, dry_run=True)
+    except ApiException as exc:
+        return translate_api_exception(exc, "dry-run apply", str(d.ref))
+    return None

@@ -12,6 +12,7 @@
 * only differing objects are applied, in dependency order (Namespaces before queues before
   LocalQueues ...), with bounded concurrency inside each tier;
 * check mode is a server-side dry run (``dryRun=All``): admission and validation run, nothing is written;
+* ``barriers`` (kube/barrier.py) wait after a tier, e.g. until an admission policy is enforced before what it governs;
 * per-object diffs of the owned fields (before = live, after = dry-run/apply result);
 * with ``guard_ownership``, an existing object of a desired name that the collection does not own (no managed-by
   label, not written by its field manager) is never taken over silently: the run fails before its first write
@@ -61,8 +62,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kueue_version
 )
 
 
-# Above this many desired objects of one kind missing from the owned LIST, LIST the kind unfiltered once
-# instead of one GET each.
+# Above this many desired objects of one kind missing from the owned LIST: one unfiltered LIST, not a GET each.
 GET_THRESHOLD = 16
 
 
@@ -107,8 +107,7 @@ class ApplyEngine:
         # Called before each apply tier and before prune; raises when the run may no longer write (the tenants
         # runner: does it still hold its Lease, kube/lease.py?), so a lock lost midway stops the next write.
         self.confirm_lock: t.Optional[t.Callable[[str], None]] = None
-        # Waits between apply tiers (kube/barrier.py): an admission policy enforced before what it governs.
-        self.barriers: t.List[Barrier] = []
+        self.barriers: t.List[Barrier] = []  # waits between apply tiers (kube/barrier.py)
 
     # -- preparation ----------------------------------------------------------------------------------
     def kueue_version(self) -> str:
@@ -318,11 +317,8 @@ class ApplyEngine:
                   tenant: t.Optional[str] = None, wait: bool = False, wait_timeout: int = 120,
                   wait_sleep: float = 2.0, wait_condition: t.Optional[t.Mapping[str, t.Any]] = None,
                   state: t.Optional[LiveState] = None) -> ReconcileResult:
-        """Make the cluster match ``desired`` (and delete owned, undesired objects in ``prune`` scope).
-
-        ``state``: the ``read`` of these desired objects and this prune scope, when the caller read it already
-        (no second read); its requests are counted in the result.
-        """
+        """Make the cluster match ``desired`` (and delete owned, undesired objects in ``prune`` scope). ``state``: the
+        ``read`` of these desired objects and prune scope when the caller has it (its requests are counted here)."""
         result = ReconcileResult(self.check_mode)
         if state is None:
             state = self.read(desired, prune, tenant)
@@ -336,8 +332,7 @@ class ApplyEngine:
         if self.guard_ownership:
             result.adopted = self._guard(prepared, live)
 
-        # Check mode cannot dry-run the content of namespaces that do not exist yet, nor what a barrier says an earlier
-        # tier's change would judge (a policy this run updates): reported without a dry run.
+        # Check mode reports without a dry run the content of new namespaces and what barriers name (judged_late).
         new_namespaces = {d.ref.name for d in prepared if d.ref.kind == "Namespace" and d.ref.key not in live}
         simulated: t.Set[Key] = {d.ref.key for d in prepared if d.ref.namespace and d.ref.namespace in new_namespaces}
 
@@ -368,8 +363,7 @@ class ApplyEngine:
                     if later > tier:
                         skipped.extend(d.ref for d, _a, _c in todo[later])
                 break
-            simulated |= pass_barriers(self.barriers, tier, {tr: [item[0] for item in its] for tr, its in todo.items()},
-                                       result, self.check_mode)
+            simulated.update(pass_barriers(self.barriers, tier, todo, result, self.check_mode))
         if self.unreachable is not None:
             raise self.unreachable_error(result, pending=skipped + [e.details.get("ref") for e in errors
                                                                     if e.details.get("ref")])
@@ -388,8 +382,7 @@ class ApplyEngine:
             self._delete_objects(doomed, result, propagation_policy="Background")
 
         if wait and not self.check_mode:
-            self.wait_ready([r for r in result.results if r.action != "deleted"], wait_condition,
-                            wait_timeout, wait_sleep, result)
+            self.wait_ready([r for r in result.results if r.action != "deleted"], wait_condition, wait_timeout, wait_sleep, result)
         return result
 
     def _confirm_lock(self, result: ReconcileResult, before: str) -> None:
@@ -401,15 +394,6 @@ class ApplyEngine:
         except GpuaasError as err:
             err.details.setdefault("partial_result", result.to_module_result())
             raise
-
-    def probe(self, obj: t.Mapping[str, t.Any]) -> t.Optional[GpuaasError]:
-        """Server-side dry run of applying ``obj`` (this field manager): None when admitted, else the refusal."""
-        d = self.prepare(obj)
-        try:
-            d.res.apply(d.obj, self.field_manager, force=self.force_conflicts, dry_run=True)
-        except ApiException as exc:
-            return translate_api_exception(exc, "dry-run apply", str(d.ref))
-        return None
 
     @staticmethod
     def _changes(items: t.Sequence[t.Tuple[DesiredObject, str, t.Any]]) -> str:
@@ -483,8 +467,8 @@ class ApplyEngine:
             err = errors[0]
             err.details.setdefault("partial_result", result.to_module_result())
             raise err
-        problems = []
-        hints = []
+        problems: t.List[str] = []
+        hints: t.List[str] = []
         for err in errors:
             problems.append(str(err.message))
             if err.hint and err.hint not in hints:

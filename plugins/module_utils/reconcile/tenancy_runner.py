@@ -29,7 +29,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.errors import Gpua
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import InventoryError, problem_count
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, ApiUnreachable, translate_api_exception
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.barrier import Barrier
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.barrier import Barrier, dry_run_refusal
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, read_holder
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import LiveState
@@ -414,7 +414,7 @@ class TenancyRunner:
         deadline = self.clock() + POLICY_ENFORCEMENT_TIMEOUT
         pause = 0.1
         while True:
-            refusal = engine.probe(probe)
+            refusal = dry_run_refusal(engine, probe)
             if refusal is None or not admission.refused_by(str(refusal.message), policy):
                 return
             if self.clock() >= deadline:

@@ -151,11 +151,11 @@ def test_a_policy_never_enforced_stops_the_run_before_what_it_governs(migrated_c
     assert max(clock.sleeps) == 2.0
 
 
-def test_a_refusal_by_anything_else_ends_the_wait_at_once(migrated_cluster):
+def test_a_refusal_by_anything_else_ends_the_wait_at_once(migrated_cluster, monkeypatch):
     """The new version refusing the object (or another admission plugin) is the real apply's error to report."""
     engine = ApplyEngine(migrated_cluster)
     other = GpuaasError('admission webhook "vscaledobject.keda.sh" denied the request: the target does not exist')
-    engine.probe = lambda obj: other  # type: ignore[assignment]
+    monkeypatch.setattr(tenancy_runner, "dry_run_refusal", lambda engine, obj: other)
     clock = Clock()
     runner = tenancy_runner.TenancyRunner(migrated_cluster, with_prometheus(), sleep=clock.sleep, clock=lambda: clock.now)
     runner.wait_enforced(engine, admission.POLICY_NAME, {"kind": "ScaledObject", "metadata": {"name": "x"}})
