@@ -507,7 +507,7 @@ def test_a_namespace_creator_cannot_make_a_platform_or_another_tenants_namespace
         n = name("iso-selfmade")
         refused(as_bot(lab, "create", "-f", "-", stdin=namespace(n, label)),
                 "gpuaas-namespace-labels", "%s %s of a Namespace (%s asked to on namespace %s)"
-                % (ONLY_AUTOMATION, label.split("=")[0], NS_BOT, n),
+                % (ONLY_AUTOMATION, label.split("=", maxsplit=1)[0], NS_BOT, n),
                 "gpuaas_tenants[].namespaces", "gpuaas_tenants_adopt: Namespace/%s" % n, "system:masters")
         assert get_json(lab, "namespace", n) is None, "namespace %s was written" % n
 
