@@ -179,7 +179,7 @@ def installed(lab, run_playbook):
     yield yaml.safe_load(text)
     # leave the lab as other suites expect it: no tenancy of this module, no tenant policy
     kubectl(lab, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "gpuaas-require-kueue-queue",
-            "--ignore-not-found")
+            "gpuaas-namespace-labels", "--ignore-not-found")
     kubectl(lab, "delete", "namespace", OWN, A, B, STRICT, "--wait=false", "--ignore-not-found")
     kubectl(lab, "delete", "clusterqueues.kueue.x-k8s.io", A, B, STRICT, "--ignore-not-found", "--wait=false")
     kubectl(lab, "delete", "workloadpriorityclasses.kueue.x-k8s.io", "iso-low", "iso-mid", "iso-high", "--ignore-not-found")
@@ -478,3 +478,110 @@ def test_a_framework_kueue_does_not_manage_is_refused_even_for_its_operator(lab)
     finally:
         kubectl(lab, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", ns, "--ignore-not-found")
         kubectl(lab, "delete", "namespace", ns, "--wait=false", "--ignore-not-found")
+
+
+# ------------------------------------------------------------------- issue 22 items 1 and 8 (namespace labels, barrier)
+NS_BOT = "iso-ns-bot"  # a namespace-as-a-service bot / OpenShift self-provisioner: creates namespaces, admin in them
+ONLY_AUTOMATION = "Only the gpuaas.platform automation may set, change or remove the label"
+
+
+@pytest.fixture(scope="module")
+def namespace_bot(installed, lab):
+    """User iso-ns-bot with cluster-wide create (and get/list/patch/update) on namespaces — what a namespace-as-a-
+    service bot holds — and admin in a namespace it created (as a self-provisioning template grants)."""
+    kubectl(lab, "create", "clusterrole", NS_BOT, "--verb=create,get,list,watch,patch,update", "--resource=namespaces")
+    kubectl(lab, "create", "clusterrolebinding", NS_BOT, "--clusterrole=%s" % NS_BOT, "--user=%s" % NS_BOT)
+    own = name("iso-bot")
+    created = kubectl(lab, "create", "namespace", own, "--as=%s" % NS_BOT)
+    assert created.returncode == 0, created.stderr  # the rights are real: an unlabelled namespace is fine
+    kubectl(lab, "create", "rolebinding", "bot-admin", "--clusterrole=admin", "--user=%s" % NS_BOT, "-n", own)
+    yield own
+    kubectl(lab, "delete", "namespace", own, "--wait=false", "--ignore-not-found")
+    kubectl(lab, "delete", "clusterrolebinding,clusterrole", NS_BOT, "--ignore-not-found")
+
+
+def as_bot(lab, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return kubectl(lab, *args, "--as=%s" % NS_BOT, stdin=stdin)
+
+
+def labels_of(lab, ns: str) -> dict:
+    return ((get_json(lab, "namespace", ns) or {}).get("metadata") or {}).get("labels") or {}
+
+
+def test_a_namespace_creator_cannot_make_a_platform_or_another_tenants_namespace(namespace_bot, lab):
+    """Issue 22 item 1, as the namespace-as-a-service bot: a namespace created with gpuaas.io/platform (outside every
+    GPU rule) or gpuaas.io/tenant=<another tenant> (its ClusterQueue selects it: that tenant's quota) is refused, with
+    who may and how to hand a namespace over; nothing is written."""
+    def namespace(n: str, label: str) -> str:
+        key, value = label.split("=")
+        return json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": {key: value}}})
+
+    # the policy was applied by the fixture's run: wait (dry runs only, nothing written) until it is enforced
+    probe = name("iso-probe")
+    wait_until(lambda: as_bot(lab, "create", "--dry-run=server", "-f", "-",
+                              stdin=namespace(probe, "gpuaas.io/platform=x")).returncode != 0,
+               30, "the namespace labels policy to be enforced", interval=1)
+    for label in ("gpuaas.io/platform=mine", "gpuaas.io/tenant=%s" % B):
+        n = name("iso-selfmade")
+        refused(as_bot(lab, "create", "-f", "-", stdin=namespace(n, label)),
+                "gpuaas-namespace-labels", "%s %s of a Namespace (%s asked to on namespace %s)"
+                % (ONLY_AUTOMATION, label.split("=", maxsplit=1)[0], NS_BOT, n),
+                "gpuaas_tenants[].namespaces", "gpuaas_tenants_adopt: Namespace/%s" % n, "system:masters")
+        assert get_json(lab, "namespace", n) is None, "namespace %s was written" % n
+
+
+def test_a_namespace_admin_cannot_label_an_existing_namespace_into_a_tenant_or_the_platform(namespace_bot, lab):
+    own = namespace_bot
+    before = labels_of(lab, own)
+    for label in ("gpuaas.io/platform=mine", "gpuaas.io/tenant=%s" % B):
+        refused(as_bot(lab, "label", "namespace", own, label), ONLY_AUTOMATION, "gpuaas_tenants_adopt: Namespace/%s" % own)
+    patch = json.dumps({"metadata": {"labels": {"gpuaas.io/tenant": A, "gpuaas.io/platform": "x"}}})
+    refused(as_bot(lab, "patch", "namespace", own, "--type=merge", "-p", patch),
+            "the labels gpuaas.io/platform, gpuaas.io/tenant of a Namespace")
+    assert labels_of(lab, own) == before
+    # nor take a tenant namespace away from its tenant, or move it to another
+    refused(as_bot(lab, "label", "namespace", A, "gpuaas.io/tenant-"), ONLY_AUTOMATION)
+    refused(as_bot(lab, "label", "namespace", A, "gpuaas.io/tenant=%s" % B, "--overwrite"), ONLY_AUTOMATION)
+    assert labels_of(lab, A)["gpuaas.io/tenant"] == A
+    # other labels stay the bot's business (the refusal is about the two labels, not about its rights)
+    ok = as_bot(lab, "label", "namespace", own, "team=bots")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_the_automation_still_labels_and_hands_over_namespaces(namespace_bot, lab, run_playbook):
+    """The automation (here the lab admin, group system:masters; the least-privilege tenants account in
+    test_least_privilege.py) onboards a namespace: the adopt path the refusal names works."""
+    own = namespace_bot
+    inv = inventory(lab)
+    inv["gpuaas_tenants"][1]["namespaces"] = [B, own]
+    inv["gpuaas_tenants_adopt"] = ["Namespace/%s" % own]
+    try:
+        run = run_playbook(TENANTS_PLAYBOOK, inventory=LAB_INVENTORY, extra_vars=inv, timeout=300)
+        assert run.rc == 0, run.explain()
+        assert labels_of(lab, own)["gpuaas.io/tenant"] == B
+    finally:
+        back = run_playbook(TENANTS_PLAYBOOK, inventory=LAB_INVENTORY, extra_vars=inventory(lab), timeout=300)
+        assert back.rc == 0, back.explain()
+        kubectl(lab, "label", "namespace", own, "gpuaas.io/tenant-", "app.kubernetes.io/managed-by-",
+                "gpuaas.io/component-", "gpuaas.io/suggested-queue-")
+
+
+def test_a_prometheus_migration_converges_in_one_run(installed, lab, run_playbook):
+    """Issue 22 item 8: after a run without gpuaas_prometheus (the policy pins the platform credential to no URL), a
+    run with it applies the updated policy, waits until the API server enforces it, then the ScaledObjects: one run
+    (before: `apply ScaledObject ... is forbidden: ... may only be sent to the platform Prometheus (none configured)`
+    the first time)."""
+    without = inventory(lab)
+    del without["gpuaas_prometheus"]
+    for tenant in without["gpuaas_tenants"]:
+        tenant.pop("autoscaling", None)
+    without["gpuaas_tenants_prune"] = True  # the ScaledObject goes, as it would on a cluster that never had it
+    first = run_playbook(TENANTS_PLAYBOOK, inventory=LAB_INVENTORY, extra_vars=without, timeout=300)
+    assert first.rc == 0, first.explain()
+    assert get_json(lab, "scaledobject.keda.sh", "-n", A, "serve") is None
+    assert "(none configured)" in json.dumps(get_json(lab, "validatingadmissionpolicy", "gpuaas-require-kueue-queue"))
+
+    second = run_playbook(TENANTS_PLAYBOOK, inventory=LAB_INVENTORY, extra_vars=inventory(lab), timeout=300)
+    assert second.rc == 0, second.explain()
+    mine = get_json(lab, "scaledobject.keda.sh", "-n", A, "serve")
+    assert mine and mine["spec"]["triggers"][0]["metadata"]["serverAddress"] == lab.prometheus_url

@@ -320,3 +320,27 @@ def test_fence_keeps_the_tenants_account_inside_tenant_namespaces(accounts, lab)
                  "--group=lp-users", token=token)
     assert ok.returncode == 0, ok.stderr
     kubectl(lab, "-n", TENANT_NS, "delete", "rolebinding", "lp-fence-allowed")
+
+
+def test_tenants_account_creates_only_tenant_namespaces_and_never_a_platform_one(accounts, lab):
+    """Issue 22 item 1: the fence checks CREATE too. The tenants account may label tenant namespaces (RBAC grants it
+    update on namespacelabels.gpuaas.io, which gpuaas-namespace-labels checks), but it cannot create a namespace that
+    is no tenant's, nor make one a platform namespace (outside every GPU rule)."""
+    token = accounts[TENANTS_SA]
+
+    def create(labels: dict, dry_run: bool = False) -> subprocess.CompletedProcess:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lp-fence-ns", "labels": labels}}
+        cmd = ["create", "-f", "-"] + (["--dry-run=server"] if dry_run else [])
+        full = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", "/dev/null", "--server", lab.apiserver,
+                "--certificate-authority", lab.ca, "--token", token] + cmd
+        return subprocess.run(full, input=json.dumps(body), capture_output=True, text=True, timeout=60, check=False)
+
+    plain = create({})
+    assert plain.returncode != 0 and "may create only tenant namespaces" in plain.stderr, plain.stderr
+    platform = create({"gpuaas.io/tenant": TENANT, "gpuaas.io/platform": "mine"})
+    assert platform.returncode != 0 and "never labels a namespace gpuaas.io/platform" in platform.stderr, platform.stderr
+    assert kubectl(lab, "get", "namespace", "lp-fence-ns").returncode != 0
+    allowed = create({"gpuaas.io/tenant": TENANT}, dry_run=True)  # what onboarding does (dry run: nothing to clean)
+    assert allowed.returncode == 0, allowed.stderr
+    label = kubectl(lab, "label", "namespace", TENANT_NS, "gpuaas.io/platform=mine", token=token)
+    assert label.returncode != 0 and "never labels a namespace gpuaas.io/platform" in label.stderr, label.stderr

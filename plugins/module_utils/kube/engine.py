@@ -12,6 +12,7 @@
 * only differing objects are applied, in dependency order (Namespaces before queues before
   LocalQueues ...), with bounded concurrency inside each tier;
 * check mode is a server-side dry run (``dryRun=All``): admission and validation run, nothing is written;
+* ``barriers`` (kube/barrier.py) wait after a tier, e.g. until an admission policy is enforced before what it governs;
 * per-object diffs of the owned fields (before = live, after = dry-run/apply result);
 * with ``guard_ownership``, an existing object of a desired name that the collection does not own (no managed-by
   label, not written by its field manager) is never taken over silently: the run fails before its first write
@@ -37,6 +38,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.barrier import Barrier, pass_barriers
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import fields_covered, is_subset, owned_fields, project, strip_none
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kinds import tier_of
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import Key, GroupKind, LiveState, list_objects
@@ -60,8 +62,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kueue_version
 )
 
 
-# Above this many desired objects of one kind missing from the owned LIST, LIST the kind unfiltered once
-# instead of one GET each.
+# Above this many desired objects of one kind missing from the owned LIST: one unfiltered LIST, not a GET each.
 GET_THRESHOLD = 16
 
 
@@ -106,6 +107,7 @@ class ApplyEngine:
         # Called before each apply tier and before prune; raises when the run may no longer write (the tenants
         # runner: does it still hold its Lease, kube/lease.py?), so a lock lost midway stops the next write.
         self.confirm_lock: t.Optional[t.Callable[[str], None]] = None
+        self.barriers: t.List[Barrier] = []  # waits between apply tiers (kube/barrier.py)
 
     # -- preparation ----------------------------------------------------------------------------------
     def kueue_version(self) -> str:
@@ -315,11 +317,8 @@ class ApplyEngine:
                   tenant: t.Optional[str] = None, wait: bool = False, wait_timeout: int = 120,
                   wait_sleep: float = 2.0, wait_condition: t.Optional[t.Mapping[str, t.Any]] = None,
                   state: t.Optional[LiveState] = None) -> ReconcileResult:
-        """Make the cluster match ``desired`` (and delete owned, undesired objects in ``prune`` scope).
-
-        ``state``: the ``read`` of these desired objects and this prune scope, when the caller read it already
-        (no second read); its requests are counted in the result.
-        """
+        """Make the cluster match ``desired`` (and delete owned, undesired objects in ``prune`` scope). ``state``: the
+        ``read`` of these desired objects and prune scope when the caller has it (its requests are counted here)."""
         result = ReconcileResult(self.check_mode)
         if state is None:
             state = self.read(desired, prune, tenant)
@@ -333,8 +332,9 @@ class ApplyEngine:
         if self.guard_ownership:
             result.adopted = self._guard(prepared, live)
 
-        # Namespaces that do not exist yet: in check mode their content cannot be dry-run.
+        # Check mode reports without a dry run the content of new namespaces and what barriers name (judged_late).
         new_namespaces = {d.ref.name for d in prepared if d.ref.kind == "Namespace" and d.ref.key not in live}
+        simulated: t.Set[Key] = {d.ref.key for d in prepared if d.ref.namespace and d.ref.namespace in new_namespaces}
 
         todo: t.Dict[int, t.List[t.Tuple[DesiredObject, str, t.Optional[t.Dict[str, t.Any]]]]] = {}
         for d in prepared:
@@ -350,7 +350,7 @@ class ApplyEngine:
         for tier in sorted(todo):
             self._confirm_lock(result, "before applying %s" % self._changes(todo[tier]))
             with self._pool() as pool:
-                outcomes = list(pool.map(lambda item: self._apply_one(item, new_namespaces, result), todo[tier]))
+                outcomes = list(pool.map(lambda item: self._apply_one(item, simulated, result), todo[tier]))
             for item, outcome in zip(todo[tier], outcomes):
                 if outcome is None:
                     skipped.append(item[0].ref)
@@ -363,6 +363,7 @@ class ApplyEngine:
                     if later > tier:
                         skipped.extend(d.ref for d, _a, _c in todo[later])
                 break
+            simulated.update(pass_barriers(self.barriers, tier, todo, result, self.check_mode))
         if self.unreachable is not None:
             raise self.unreachable_error(result, pending=skipped + [e.details.get("ref") for e in errors
                                                                     if e.details.get("ref")])
@@ -381,8 +382,7 @@ class ApplyEngine:
             self._delete_objects(doomed, result, propagation_policy="Background")
 
         if wait and not self.check_mode:
-            self.wait_ready([r for r in result.results if r.action != "deleted"], wait_condition,
-                            wait_timeout, wait_sleep, result)
+            self.wait_ready([r for r in result.results if r.action != "deleted"], wait_condition, wait_timeout, wait_sleep, result)
         return result
 
     def _confirm_lock(self, result: ReconcileResult, before: str) -> None:
@@ -401,13 +401,12 @@ class ApplyEngine:
         return "%d change%s (%s)" % (len(items), "" if len(items) == 1 else "s",
                                      ", ".join(sorted({d.ref.kind for d, _action, _current in items})))
 
-    def _apply_one(self, item: t.Tuple[DesiredObject, str, t.Optional[t.Dict[str, t.Any]]], new_namespaces: t.Set[str],
+    def _apply_one(self, item: t.Tuple[DesiredObject, str, t.Optional[t.Dict[str, t.Any]]], simulated: t.Set[Key],
                    result: ReconcileResult) -> t.Any:
         d, action, current = item
         if self.unreachable is not None:
             return None  # the API server is gone: do not schedule more requests
-        if self.check_mode and ((d.ref.namespace and d.ref.namespace in new_namespaces)
-                                or d.ref.key in self.assume_deleted):
+        if self.check_mode and (d.ref.key in simulated or d.ref.key in self.assume_deleted):
             return ObjectResult(d.ref, action, self.before_view(current), self._with_identity(
                 copy.deepcopy(d.obj), d.obj), obj=d.obj, simulated=True)
         result.requests["apply"] += 1
@@ -468,8 +467,8 @@ class ApplyEngine:
             err = errors[0]
             err.details.setdefault("partial_result", result.to_module_result())
             raise err
-        problems = []
-        hints = []
+        problems: t.List[str] = []
+        hints: t.List[str] = []
         for err in errors:
             problems.append(str(err.message))
             if err.hint and err.hint not in hints:

@@ -434,6 +434,112 @@ def admission_policy(settings: t.Optional[AdmissionSettings] = None,
     return [policy, binding]
 
 
+# -- the namespace labels: who may make a namespace a tenant's or the platform's (issue 22 item 1) ----------
+
+NAMESPACE_POLICY_NAME = "gpuaas-namespace-labels"
+# The labels that decide what the GPU rules do with a namespace: TENANT_LABEL selects it for a tenant's ClusterQueue
+# (its LocalQueues spend that tenant's quota), PLATFORM_LABEL takes it off every rule of POLICY_NAME.
+GOVERNING_NAMESPACE_LABELS: t.Tuple[str, ...] = (PLATFORM_LABEL, TENANT_LABEL)
+# The RBAC grant (a virtual resource, nothing serves it) that makes an identity automation for this policy besides
+# automation_users/automation_groups: the shipped gpuaas-automation-tenants ClusterRole holds it, so each
+# least-privilege tenants account is trusted without being listed, in limited runs too; cluster-admin holds it
+# through its wildcards. A namespace-as-a-service bot's `*` on namespaces does not reach it (another group).
+NAMESPACE_LABELS_GRANT = ("gpuaas.io", "namespacelabels", "update")
+
+
+def namespace_labels_policy(settings: t.Optional[AdmissionSettings] = None,
+                            labels: t.Optional[t.Mapping[str, str]] = None) -> t.List[t.Dict[str, t.Any]]:
+    """ValidatingAdmissionPolicy + Binding ``gpuaas-namespace-labels``: only the automation labels namespaces.
+
+    Creating a Namespace with, adding, changing or removing ``gpuaas.io/platform`` or ``gpuaas.io/tenant`` is
+    refused unless the request comes from ``automation_users``, a member of ``automation_groups`` (default
+    ``system:masters``) or an identity RBAC grants ``update`` on ``namespacelabels.gpuaas.io``. Without it, anyone
+    allowed to create namespaces (a namespace-as-a-service bot, OpenShift project self-provisioning) could make one
+    a platform namespace (outside every GPU rule) or another tenant's (spending its quota). Updates that leave both
+    labels as they are (other labels, annotations, finalizers, the namespace controller) pass. Bound to every
+    namespace: a binding's namespaceSelector is matched against a Namespace's own labels, which the requester writes.
+    """
+    settings = settings or AdmissionSettings()
+    group, resource, verb = NAMESPACE_LABELS_GRANT
+    meta = {"name": NAMESPACE_POLICY_NAME, "labels": dict(labels) if labels is not None else add_ownership({})}
+    who = "%s, members of %s, or an identity granted %s on %s.%s (the gpuaas-automation-tenants ClusterRole)" % (
+        ", ".join(settings.automation_users) or "the accounts in gpuaas_admission.automation_users",
+        ", ".join(settings.automation_groups) or "no group", verb, resource, group)
+    policy = {
+        "apiVersion": VAP_V, "kind": "ValidatingAdmissionPolicy", "metadata": meta,
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                "resources": ["namespaces", "namespaces/status", "namespaces/finalize"]}]},
+            "variables": [
+                {"name": "labels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+                {"name": "oldLabels", "expression":
+                    "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+                {"name": "changed", "expression":
+                    "%s.filter(k, (k in variables.labels) != (k in variables.oldLabels) || (k in variables.labels "
+                    "&& variables.labels[k] != variables.oldLabels[k]))" % _cel_list(GOVERNING_NAMESPACE_LABELS)},
+                {"name": "byAutomation", "expression":
+                    "request.userInfo.username in %s || (has(request.userInfo.groups) && request.userInfo.groups."
+                    "exists(g, g in %s)) || authorizer.group('%s').resource('%s').check('%s').allowed()"
+                    % (_cel_list(settings.automation_users), _cel_list(settings.automation_groups), group, resource,
+                       verb)},
+            ],
+            "validations": [{
+                "expression": "size(variables.changed) == 0 || variables.byAutomation",
+                "messageExpression":
+                    "'Only the gpuaas.platform automation may set, change or remove the label' + "
+                    "(size(variables.changed) == 1 ? ' ' : 's ') + variables.changed.join(', ') + ' of a Namespace "
+                    "(' + request.userInfo.username + ' asked to on namespace ' + object.metadata.name + '): %s "
+                    "makes a namespace spend that tenant\\'s GPU quota and %s exempts it from every GPU rule. The "
+                    "automation is %s. To hand namespace ' + object.metadata.name + ' over to a tenant, ask the "
+                    "platform team to add it to the tenant\\'s namespaces in the inventory (gpuaas_tenants[].namespaces; "
+                    "an existing namespace also in gpuaas_tenants_adopt: Namespace/' + object.metadata.name + ', "
+                    "docs/tenants.md, Brownfield adoption) and run the tenants playbook; platform namespaces go in "
+                    "gpuaas_admission.platform_namespaces.'" % (TENANT_LABEL, PLATFORM_LABEL, who.replace("\\", "\\\\").replace("'", "\\'")),
+                "message": "refused by the gpuaas.platform admission policy %s" % NAMESPACE_POLICY_NAME,
+                "reason": "Forbidden",
+            }],
+        },
+    }
+    binding = {
+        "apiVersion": VAP_V, "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": NAMESPACE_POLICY_NAME, "labels": dict(meta["labels"])},
+        "spec": {"policyName": NAMESPACE_POLICY_NAME, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
+
+
+# -- when a policy update is enforced (issue 22 item 8) ----------------------------------------------------
+
+def _uses_platform_credential(obj: t.Mapping[str, t.Any], credentials: t.Sequence[str]) -> bool:
+    return any((tr.get("authenticationRef") or {}).get("name") in credentials
+               and (tr.get("authenticationRef") or {}).get("kind") == "ClusterTriggerAuthentication"
+               for tr in ((obj.get("spec") or {}).get("triggers") or []))
+
+
+def enforcement_probes(policy_name: str, pending: t.Iterable[t.Mapping[str, t.Any]],
+                       credentials: t.Sequence[str] = DEFAULT_PLATFORM_CREDENTIALS) -> t.List[t.Mapping[str, t.Any]]:
+    """The objects a run is about to write whose admission depends on the version of policy ``policy_name``.
+
+    The API server reads policies through an informer: an update is enforced a moment after it is written. Until
+    then the previous version decides, and it may refuse what the new one accepts (the credential pin of rule 11
+    names the previous Prometheus URL, or none). A server-side dry run of one of these objects accepted by the
+    policy shows the new version is in force; the engine's barrier retries it (reconcile/tenancy_runner.py)."""
+    if policy_name == POLICY_NAME:
+        return [o for o in pending if o.get("kind") in ("ScaledObject", "ScaledJob")
+                and _uses_platform_credential(o, credentials)]
+    if policy_name == NAMESPACE_POLICY_NAME:
+        return [o for o in pending if o.get("kind") == "Namespace"]
+    return []
+
+
+def refused_by(message: str, policy_name: str) -> bool:
+    """Whether an API error message is a refusal of the admission policy ``policy_name`` (the API server's words:
+    "ValidatingAdmissionPolicy 'NAME' with binding 'NAME' denied request: ...")."""
+    return "ValidatingAdmissionPolicy '%s'" % policy_name in message
+
+
 # -- existing workloads of an adopted namespace -------------------------------------------------------------
 
 # The builtin kinds Kueue gates whose existing objects the policy checks on their next update (Job, Pod,

@@ -7,8 +7,9 @@
 ``desired_objects(model, platform)`` returns every object the tenants role manages:
 
 * shared: ResourceFlavors, Cohorts, WorkloadPriorityClasses, the ClusterRole that lets tenants read
-  Kueue queues (aggregated into ``admin``/``edit``/``view``), the ValidatingAdmissionPolicy (+ Binding,
-  built by ``admission``) that refuses GPU work without a Kueue queue in tenant namespaces, and the Prometheus
+  Kueue queues (aggregated into ``admin``/``edit``/``view``), the ValidatingAdmissionPolicies (+ Bindings,
+  built by ``admission``) that refuse GPU work without a Kueue queue in tenant namespaces and namespace labels
+  ``gpuaas.io/tenant``/``gpuaas.io/platform`` written by anyone but the automation, and the Prometheus
   credentials for KEDA (Secret + ClusterTriggerAuthentication) when ``gpuaas_prometheus`` has a token or CA;
 * per present tenant: Namespaces, one ClusterQueue, LocalQueues (``default`` + extra), RoleBindings
   (admins -> ``admin``, users -> ``edit``), a ClusterRole/Binding to read its own ClusterQueue, and the
@@ -33,12 +34,14 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.admissio
     DEFAULT_PLATFORM_NAMESPACES,
     DEFAULT_QUEUE,
     DEFAULT_WORKLOAD_CONTROLLERS,
+    NAMESPACE_POLICY_NAME,
     POLICY_NAME,
     QUEUE_LABEL,
     SUGGESTED_QUEUE_LABEL,
     VAP_V,
     AdmissionSettings,
     admission_policy,
+    namespace_labels_policy,
     workloads_refused_on_update,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, add_ownership
@@ -291,6 +294,7 @@ def shared_objects(model: TenantModel, prometheus_token: t.Optional[str] = None,
     if model.present_tenants:
         objs.append(queue_reader_cluster_role())
         objs.extend(admission_policy(admission, model.prometheus.url, labels_for(), admission.integrations()))
+        objs.extend(namespace_labels_policy(admission, labels_for()))
     if model.hardware_profiles:
         objs.append(openshift_ai.profile_reader_cluster_role(labels_for()))
     if any(t_.autoscaling for t_ in model.present_tenants):

@@ -14,7 +14,8 @@ One run, one pass over each input:
   LiveState --> safe mode (empty inventory: report, write nothing) --> ownership guard (before the first write)
             --> Lease lock --> re-check under the lock (ClusterQueue generations; read again only if they moved)
             --> Prometheus credential read, filled into its Secret --> drain / undrain --> recreate moved LocalQueues
-            --> reconcile(state=...) (apply, prune)
+            --> reconcile(state=...) (apply; after the admission policy tiers, a barrier: wait until the API
+                server enforces the policies it updated before applying what they govern; prune)
             (the lock confirmed before the drain, each apply tier and the prune: a lost lock stops the run there)
             --> drift, kept namespaces, adoption report (from the same state) --> result (Secret data redacted)
 """
@@ -29,10 +30,12 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.errors import Gpua
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import InventoryError, problem_count
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, ApiUnreachable, translate_api_exception
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.barrier import Barrier, dry_run_refusal
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import LiveState
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, adoption_name, tenant_of
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import admission
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import openshift_ai
@@ -55,6 +58,9 @@ Obj = t.Dict[str, t.Any]
 
 # What stands in for the Prometheus credential until it is read under the lock; never sent to the cluster.
 CREDENTIAL_STAND_IN = "credential-read-under-the-lock"
+# How long a run waits for the API server to enforce an admission policy it updated (issue 22 item 8): the informer
+# behind the policy cache usually takes well under a second; the probe is retried with a doubling pause up to 2 s.
+POLICY_ENFORCEMENT_TIMEOUT = 30.0
 
 
 class TenancyRunner:
@@ -312,6 +318,9 @@ class TenancyRunner:
                        [cq for cq in live_cqs if tenant_of(cq) in present and (limit is None or tenant_of(cq) in limit)])
         recreated = self.recreate_moved_local_queues(desired, kueue_av, engine, state)
 
+        engine.barriers.append(Barrier(("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"),
+                                       lambda written, pending: self.wait_for_policies(engine, written, pending),
+                                       judged_late=self.governed_by))
         result = engine.reconcile(desired, prune=scope, state=state)
         out = result.to_module_result(diff=self.diff)
         redact_secret_data(out.get("diff"))
@@ -371,6 +380,45 @@ class TenancyRunner:
         state = engine.read(desired, prune=scope, also=also)
         engine.guard(state)
         return state
+
+    # -- policy enforcement (issue 22 item 8) -------------------------------------------------------------
+    def wait_for_policies(self, engine: ApplyEngine, written: t.Sequence[t.Any], pending: t.Sequence[Obj]) -> None:
+        """The engine's barrier after the admission policy tiers: for each policy this run wrote, wait until the API
+        server admits one of the objects still to be applied whose admission depends on the policy's version
+        (``admission.enforcement_probes``: a server-side dry run), so that they are never judged by the previous one."""
+        for name in sorted({r.ref.name for r in written}):
+            probes = admission.enforcement_probes(name, pending)
+            if probes:
+                self.wait_enforced(engine, name, probes[0])
+
+    @staticmethod
+    def governed_by(written: t.Sequence[t.Any], pending: t.Sequence[Obj]) -> t.List[Obj]:
+        """Check mode: the pending objects whose admission depends on the version of a policy this run would update
+        (a dry run against the live, previous version would refuse what the run would apply)."""
+        return [o for name in sorted({r.ref.name for r in written}) for o in admission.enforcement_probes(name, pending)]
+
+    def wait_enforced(self, engine: ApplyEngine, policy: str, probe: Obj) -> None:
+        """Dry-run ``probe`` until policy ``policy`` no longer refuses it (pauses 0.1 s doubling to 2 s, at most
+        POLICY_ENFORCEMENT_TIMEOUT). A refusal by anything else ends the wait: the real apply reports it."""
+        deadline = self.clock() + POLICY_ENFORCEMENT_TIMEOUT
+        pause = 0.1
+        while True:
+            refusal = dry_run_refusal(engine, probe)
+            if refusal is None or not admission.refused_by(str(refusal.message), policy):
+                return
+            if self.clock() >= deadline:
+                meta = probe.get("metadata") or {}
+                raise GpuaasError(
+                    "the API server still refuses %s %s/%s with the previous version of the admission policy %s, "
+                    "%d s after this run updated the policy; nothing after the policy was applied: %s"
+                    % (probe.get("kind"), meta.get("namespace"), meta.get("name"), policy,
+                       POLICY_ENFORCEMENT_TIMEOUT, refusal.message),
+                    hint="re-run the playbook; if the refusal stays, the new version refuses the object as well (its "
+                         "message says why) or the policy does not compile: kubectl get validatingadmissionpolicy %s "
+                         "-o jsonpath='{.status}'" % policy,
+                    details={"reason": "PolicyNotEnforced", "policy": policy})
+            self.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     # -- reports from the state -----------------------------------------------------------------------
     @staticmethod

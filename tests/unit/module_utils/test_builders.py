@@ -47,7 +47,7 @@ def test_object_counts_for_example():
         "ResourceFlavor": 3, "Cohort": 2, "WorkloadPriorityClass": 2, "Namespace": 5, "ClusterQueue": 3,
         "LocalQueue": 6,  # 5 default + nlp-train/interactive
         "RoleBinding": 10, "ClusterRole": 4, "ClusterRoleBinding": 3,
-        "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "ScaledObject": 1,
+        "ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2, "ScaledObject": 1,  # + gpuaas-namespace-labels
     }
 
 

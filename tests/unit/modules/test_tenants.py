@@ -214,13 +214,13 @@ def converged():
 def test_converge_then_noop(converged):
     client, result = converged
     assert result["changed"] is True
-    assert result["summary"]["created"] == result["objects"] == 41
+    assert result["summary"]["created"] == result["objects"] == 43  # + gpuaas-namespace-labels policy and binding
     assert result["capacity"]["h100"] == {"nvidia.com/gpu": "16"}
     assert result["tenants"]["nlp"] == ["nlp-train", "nlp-serve"]
     client.calls.clear()
     again = run(client, params())
     assert again["changed"] is False
-    assert again["summary"] == {"created": 0, "updated": 0, "unchanged": 41, "deleted": 0}
+    assert again["summary"] == {"created": 0, "updated": 0, "unchanged": 43, "deleted": 0}
     assert client.writes() == []
     # a no-op costs LISTs only: no GET and no apply per object (the one GET is the lock's Lease)
     assert not [c for c in client.calls if c[0] == "get" and c[1] != "Lease"]
