@@ -83,7 +83,8 @@ def subscribe(kube, lab, package: str, namespace: str, starting_csv: str | None 
         spec["startingCSV"] = starting_csv
     kube.resources.get(api_version=OLM, kind="Subscription").create(body={
         "apiVersion": OLM, "kind": "Subscription", "metadata": {"name": package, "namespace": namespace}, "spec": spec})
-    subprocess.run(simulator_cmd(lab, "--once", *sim_args), check=True, timeout=180, capture_output=True)
+    sim = subprocess.run(simulator_cmd(lab, "--once", *sim_args), timeout=180, capture_output=True, text=True, check=False)
+    assert sim.returncode == 0, sim.stdout + sim.stderr
 
 
 def unsubscribe(kube, package: str, namespace: str) -> None:
