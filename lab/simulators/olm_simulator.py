@@ -14,8 +14,13 @@ status transitions the gpuaas.platform install roles wait for, nothing else:
    The CSV is set to ``status.phase: Succeeded``, the InstallPlan to ``Complete`` and the Subscription
    to ``AtLatestKnown`` with ``installedCSV``.
 3. Like OLM installing a bundle's CRDs, every CRD the CSV owns (``spec.customresourcedefinitions.owned``)
-   that the cluster does not serve yet is created as a permissive CRD (any spec/status accepted),
-   labelled ``lab.gpuaas.io/simulated-by=olm-simulator`` so it can be told apart and removed.
+   is created with its real schema from lab/crds/ (``<crd name>@<major.minor>.yaml`` for the CSV's version
+   when there is one, else ``<crd name>.yaml``; each file names the upstream file it follows), so the API
+   server refuses what the real operator's CRD refuses. Labelled ``lab.gpuaas.io/simulated-by=olm-simulator``
+   (told apart and removed by tests) and annotated with the file it came from; a labelled CRD from another
+   file is replaced, as OLM upgrades a bundle's CRDs. A CRD the lab already serves unlabelled (e.g. the
+   GPU Operator's ClusterPolicy, from its Go module) is never touched. Only a CRD with no file in lab/crds/
+   falls back to a permissive one (any spec/status accepted, annotated ``permissive``).
 
 4. Like OLM's resolver, a Subscription naming a package the SIMULATED catalog does not have (neither in
    KNOWN_PACKAGES nor a --bundle-dir bundle), or a channel that package does not have, gets no InstallPlan but
@@ -61,6 +66,9 @@ SIM_VALUE = "olm-simulator"
 # operator-lifecycle-manager's catalog operator (syncResolvingNamespace) and resolver (no operators found ...).
 RESOLUTION_FAILED = "ResolutionFailed"
 UNSATISFIABLE = "ConstraintsNotSatisfiable"
+# The operand CRDs with their upstream schemas (one file per CRD, see each file's header).
+CRD_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "crds")
+CRD_SOURCE = "lab.gpuaas.io/crd-source"
 
 # Minimal CSVs for packages the lab has no real bundle for: the kinds each operator owns (what the
 # gpuaas install roles create as operands after the CSV has succeeded) and an alm-examples entry.
@@ -69,12 +77,21 @@ KNOWN_PACKAGES: t.Dict[str, t.Dict[str, t.Any]] = {
         "channels": ["stable"],
         "owned": [("nodefeaturediscoveries.nfd.openshift.io", "nfd.openshift.io", "v1", "NodeFeatureDiscovery",
                    "nodefeaturediscoveries", "Namespaced")],
+        # alm-examples of openshift/cluster-nfd-operator release-4.20 nfd.v4.20.0 (configData strings shortened);
+        # its customConfig is not in the CRD's schema (the API server drops it, as on a real cluster)
         "example": {"apiVersion": "nfd.openshift.io/v1", "kind": "NodeFeatureDiscovery",
-                    "metadata": {"name": "nfd-instance"}, "spec": {"operand": {"servicePort": 12000}}},
+                    "metadata": {"name": "nfd-instance", "namespace": "openshift-nfd"},
+                    "spec": {"customConfig": {"configData": "#    - name: \"more.kernel.features\"\n"},
+                             "operand": {"imagePullPolicy": "IfNotPresent", "servicePort": 12000},
+                             "workerConfig": {"configData": "core:\n  sleepInterval: 60s\nsources:\n  pci:\n"
+                                                            "    deviceClassWhitelist:\n      - \"0200\"\n"
+                                                            "      - \"03\"\n      - \"12\"\n"
+                                                            "    deviceLabelFields:\n      - \"vendor\"\n"}}},
     },
     "kueue-operator": {
-        "channels": ["stable-v1.4"],
+        "channels": ["stable-v1.3", "stable-v1.4"],  # the operand CRD follows the CSV's version (lab/crds/)
         "owned": [("kueues.kueue.openshift.io", "kueue.openshift.io", "v1", "Kueue", "kueues", "Cluster")],
+        # alm-examples of openshift/kueue-operator release-1.4 kueue-operator.v1.4.1 (labels left out)
         "example": {"apiVersion": "kueue.openshift.io/v1", "kind": "Kueue", "metadata": {"name": "cluster"},
                     "spec": {"managementState": "Managed",
                              "config": {"integrations": {"frameworks": ["BatchJob"]}}}},
@@ -83,8 +100,14 @@ KNOWN_PACKAGES: t.Dict[str, t.Dict[str, t.Any]] = {
         "channels": ["stable"],
         "owned": [("kedacontrollers.keda.sh", "keda.sh", "v1alpha1", "KedaController", "kedacontrollers",
                    "Namespaced")],
-        "example": {"apiVersion": "keda.sh/v1alpha1", "kind": "KedaController", "metadata": {"name": "keda"},
-                    "spec": {"watchNamespace": ""}},
+        # alm-examples of kedacore/keda-olm-operator v2.20.1 (keda.v2.20.1)
+        "example": {"apiVersion": "keda.sh/v1alpha1", "kind": "KedaController",
+                    "metadata": {"name": "keda", "namespace": "keda"},
+                    "spec": {"admissionWebhooks": {"logEncoder": "console", "logLevel": "info"},
+                             "httpAddon": {"enabled": False},
+                             "metricsServer": {"logLevel": "0", "networkEgressAllowAll": "true"},
+                             "operator": {"logEncoder": "console", "logLevel": "info", "networkEgressAllowAll": "true"},
+                             "serviceAccount": None, "watchNamespace": ""}},
     },
     "openshift-cert-manager-operator": {"channels": ["stable-v1"], "owned": [], "example": None},
 }
@@ -145,30 +168,76 @@ class Simulator:
         csv.pop("status", None)
         return csv
 
+    @staticmethod
+    def real_crd(name: str, csv_version: str) -> t.Optional[t.Tuple[str, t.Dict[str, t.Any]]]:
+        """(file name, CRD) from CRD_DIR for CRD ``name`` as the bundle of ``csv_version`` ships it, or None."""
+        minor = ".".join(csv_version.split(".")[:2])
+        for candidate in ("%s@%s.yaml" % (name, minor), "%s.yaml" % name):
+            path = os.path.join(CRD_DIR, candidate)
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as handle:
+                    return candidate, yaml.safe_load(handle)
+        return None
+
+    @staticmethod
+    def permissive_crd(name: str, owned: t.Dict[str, t.Any], scope: str) -> t.Dict[str, t.Any]:
+        plural, group = name.split(".", 1)
+        return {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {"group": group, "scope": scope,
+                     "names": {"plural": plural, "singular": owned["kind"].lower(), "kind": owned["kind"],
+                               "listKind": owned["kind"] + "List"},
+                     "versions": [{"name": owned["version"], "served": True, "storage": True,
+                                   "subresources": {"status": {}},
+                                   "schema": {"openAPIV3Schema": {
+                                       "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+        }
+
     def ensure_owned_crds(self, package: str, csv: t.Dict[str, t.Any]) -> None:
         known = {o[0]: o for o in KNOWN_PACKAGES.get(package, {}).get("owned", [])}
+        csv_version = str(csv.get("spec", {}).get("version") or "")
         for owned in (csv.get("spec", {}).get("customresourcedefinitions", {}) or {}).get("owned", []) or []:
             name = owned["name"]
+            real = self.real_crd(name, csv_version)
+            if real:
+                source, crd = real
+            else:
+                source = "permissive"
+                crd = self.permissive_crd(name, owned, known[name][5] if name in known else "Namespaced")
+            crd["metadata"].setdefault("labels", {})[SIM_LABEL] = SIM_VALUE
+            crd["metadata"].setdefault("annotations", {})[CRD_SOURCE] = source
             try:
-                self.crds.get(name=name)
-                continue
+                live = self.crds.get(name=name).to_dict()
             except NotFoundError:
-                pass
-            plural, group = name.split(".", 1)
-            scope = known[name][5] if name in known else "Namespaced"
-            crd = {
-                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                "metadata": {"name": name, "labels": {SIM_LABEL: SIM_VALUE}},
-                "spec": {"group": group, "scope": scope,
-                         "names": {"plural": plural, "singular": owned["kind"].lower(), "kind": owned["kind"],
-                                   "listKind": owned["kind"] + "List"},
-                         "versions": [{"name": owned["version"], "served": True, "storage": True,
-                                       "subresources": {"status": {}},
-                                       "schema": {"openAPIV3Schema": {
-                                           "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
-            }
-            LOG.info("creating permissive CRD %s owned by CSV %s", name, csv["metadata"]["name"])
-            self.crds.create(body=crd)
+                live = None
+            if live is not None:
+                meta = live["metadata"]
+                if (meta.get("labels") or {}).get(SIM_LABEL) != SIM_VALUE:
+                    continue  # served by the lab itself (a real CRD from a Go module): never ours to change
+                if (meta.get("annotations") or {}).get(CRD_SOURCE) == source:
+                    continue
+                LOG.info("replacing CRD %s (from %s) with lab/crds/%s for CSV %s", name,
+                         (meta.get("annotations") or {}).get(CRD_SOURCE, "an older simulator"), source,
+                         csv["metadata"]["name"])
+                crd["metadata"]["resourceVersion"] = meta["resourceVersion"]
+                self.crds.replace(body=crd)
+            else:
+                LOG.info("creating CRD %s (%s) owned by CSV %s", name,
+                         "permissive: no schema in lab/crds" if source == "permissive" else "lab/crds/" + source,
+                         csv["metadata"]["name"])
+                self.crds.create(body=crd)
+            self.wait_established(name)
+
+    def wait_established(self, name: str, timeout: float = 30.0) -> None:
+        """Like OLM, the CSV succeeds only once its CRDs are served (a CR written right after must not get a 404)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            conditions = (self.crds.get(name=name).to_dict().get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return
+            time.sleep(0.2)
+        LOG.warning("CRD %s not Established after %.0fs", name, timeout)
 
     # ---- one pass ----------------------------------------------------------------------------
     def pass_once(self) -> int:

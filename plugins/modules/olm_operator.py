@@ -156,9 +156,19 @@ options:
         type: dict
         default: {}
       from_example:
-        description: Start from the CSV's C(alm-examples) entry of O(operand.kind) when creating or owning the operand.
+        description:
+          - Start from the CSV's C(alm-examples) entry of O(operand.kind) when creating or owning the operand.
+          - Fields the example sets to C(null) are left out (the Custom Metrics Autoscaler's example has
+            C(serviceAccount: null), which its own CRD refuses).
         type: bool
         default: true
+      example_omit:
+        description:
+          - Top-level C(spec) fields of the example to leave out, for bundles whose example carries a field their own
+            CRD does not declare (the NFD bundles of OpenShift 4.17-4.21 and C(customConfig)).
+        type: list
+        elements: str
+        default: []
       adopt:
         description:
           - Take over an operand made by someone else, label it as the collection's and force-apply the example with
@@ -593,7 +603,7 @@ class OlmOperator:
         except ApiException as exc:
             raise translate_api_exception(exc, "read", ref)
         mode = operand_mode(live, o["adopt"])
-        example = operand_example(examples, o["kind"]) if o["from_example"] else {}
+        example = operand_example(examples, o["kind"], omit=o.get("example_omit") or ()) if o["from_example"] else {}
         desired = operand_object(o["api_version"], o["kind"], o["name"], ns, o["spec"] or {}, example, mode)
         out["mode"] = mode
         if mode != "merge":
@@ -713,6 +723,7 @@ def main() -> None:
             namespace=dict(type="str"),
             spec=dict(type="dict", default={}),
             from_example=dict(type="bool", default=True),
+            example_omit=dict(type="list", elements="str", default=[]),
             adopt=dict(type="bool", default=False),
             adopt_variable=dict(type="str"),
         )),

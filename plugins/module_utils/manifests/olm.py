@@ -290,9 +290,21 @@ def merge_spec(base: t.Any, override: t.Any) -> t.Any:
     return json.loads(json.dumps(override))
 
 
-def operand_example(examples: t.Sequence[t.Mapping[str, t.Any]], kind: str) -> t.Dict[str, t.Any]:
-    """The first alm-examples entry of ``kind`` (the operator's sample operand), or {}."""
-    return dict(next((e for e in examples if e.get("kind") == kind), {}))
+def operand_example(examples: t.Sequence[t.Mapping[str, t.Any]], kind: str,
+                    omit: t.Iterable[str] = ()) -> t.Dict[str, t.Any]:
+    """The first alm-examples entry of ``kind`` (the operator's sample operand), or {}; without the top-level spec
+    fields in ``omit`` and those the example sets to null.
+
+    Real bundles ship examples their own CRDs refuse: the Custom Metrics Autoscaler's KedaController says
+    ``"serviceAccount": null`` (an object field, not nullable: 422), the NFD bundles of OpenShift 4.17-4.21 carry
+    ``spec.customConfig``, which their CRD does not declare (openshift/cluster-nfd-operator 7fd45586 removed it).
+    Server-side apply refuses the whole object for either, so such fields never reach the cluster.
+    """
+    example = dict(next((e for e in examples if e.get("kind") == kind), {}))
+    if isinstance(example.get("spec"), dict):
+        dropped = set(omit)
+        example["spec"] = {k: v for k, v in example["spec"].items() if v is not None and k not in dropped}
+    return example
 
 
 def operand_mode(live: t.Optional[t.Mapping[str, t.Any]], adopt: bool) -> str:
