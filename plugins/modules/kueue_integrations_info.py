@@ -27,6 +27,15 @@ options:
         Kueue framework names (C(batch/job), C(pod), C(deployment), C(statefulset), C(ray.io/rayjob), ...).
     type: raw
     default: auto
+  openshift_channel:
+    description:
+      - The OLM channel of the Red Hat build of Kueue (C(stable-v1.4)); with O(openshift_starting_csv) it says which
+        operator version's operand schema applies (1.3 - no C(RayService), at most 14 frameworks; 1.4 and later -
+        C(RayService) too, at most 18). Unset - 1.4, the collection's default channel.
+    type: str
+  openshift_starting_csv:
+    description: The starting CSV of the Red Hat build of Kueue (C(kueue-operator.v1.3.1)); wins over O(openshift_channel).
+    type: str
 seealso:
   - module: gpuaas.platform.kueue_info
     description: The Kueue objects of the cluster.
@@ -62,6 +71,11 @@ openshift_frameworks:
   type: list
   elements: str
   sample: [BatchJob, Pod, Deployment, StatefulSet, JobSet, RayJob]
+openshift_operator_version:
+  description: The Red Hat build of Kueue version whose operand schema RV(openshift_frameworks) follows.
+  returned: always
+  type: str
+  sample: "1.4"
 openshift_not_expressible:
   description:
     - Frameworks of RV(frameworks) that the Red Hat build of Kueue cannot manage (not in its operand's enum, e.g.
@@ -109,7 +123,8 @@ def served(client: t.Any, integration: ki.Integration) -> bool:
         return False
 
 
-def resolve(client: t.Any, frameworks: t.Any) -> t.Dict[str, t.Any]:
+def resolve(client: t.Any, frameworks: t.Any, channel: t.Optional[str] = None,
+            starting_csv: t.Optional[str] = None) -> t.Dict[str, t.Any]:
     auto = frameworks in (None, "auto", ["auto"])
     if not auto:
         if isinstance(frameworks, str) or not isinstance(frameworks, list):
@@ -123,15 +138,19 @@ def resolve(client: t.Any, frameworks: t.Any) -> t.Dict[str, t.Any]:
     candidates = [i for i in ki.INTEGRATIONS if i.framework in wanted]
     not_served = [i.framework for i in candidates if not served(client, i)]
     chosen = [i.framework for i in candidates if not (auto and i.framework in not_served)]
-    operand = ki.openshift_operand(chosen, auto)
-    return {"frameworks": chosen, "openshift_frameworks": operand["frameworks"],
+    version = ki.openshift_operator_version(channel, starting_csv)
+    operand = ki.openshift_operand(chosen, auto, version)
+    return {"frameworks": chosen, "openshift_frameworks": operand["frameworks"], "openshift_operator_version": version,
             "openshift_not_expressible": operand["not_expressible"], "openshift_problems": operand["problems"],
             "not_served": not_served, "known": ki.known_frameworks()}
 
 
 def main() -> None:
-    module = GpuaasModule(argument_spec={"frameworks": {"type": "raw", "default": "auto"}}, supports_check_mode=True)
-    module.run(lambda m: dict(resolve(get_client(m), m.params["frameworks"]), changed=False))
+    module = GpuaasModule(argument_spec={"frameworks": {"type": "raw", "default": "auto"},
+                                         "openshift_channel": {"type": "str"},
+                                         "openshift_starting_csv": {"type": "str"}}, supports_check_mode=True)
+    module.run(lambda m: dict(resolve(get_client(m), m.params["frameworks"], m.params["openshift_channel"],
+                                      m.params["openshift_starting_csv"]), changed=False))
 
 
 if __name__ == "__main__":

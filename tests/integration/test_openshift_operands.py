@@ -226,7 +226,10 @@ EVERY_FRAMEWORK = ["batch/job", "pod", "deployment", "statefulset", "leaderworke
 def test_install_refuses_an_operand_the_red_hat_kueue_would_refuse_before_any_write(variant_run_playbook,
                                                                                     variant_audit_writes):
     with variant_audit_writes() as window:
-        run = variant_run_playbook(INSTALL, extra_vars=install_vars(gpuaas_kueue_integrations=EVERY_FRAMEWORK))
+        # operator 1.3 (the stricter operand: no RayService, at most 14); 1.4 would take all 17
+        run = variant_run_playbook(INSTALL, extra_vars=install_vars(
+            gpuaas_kueue_integrations=EVERY_FRAMEWORK, gpuaas_kueue_olm_channel="stable-v1.3",
+            gpuaas_kueue_olm_starting_csv="kueue-operator.v1.3.1"))
     assert run.rc != 0, run.explain()
     # both problems at once: the name outside the enum, and the count over the cap
     assert "ray.io/rayservice cannot be managed by the Red Hat build of Kueue" in run.stdout, run.explain()

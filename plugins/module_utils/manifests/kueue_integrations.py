@@ -14,6 +14,7 @@ No I/O.
 
 from __future__ import annotations
 
+import re
 import typing as t
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -89,8 +90,8 @@ INTEGRATIONS: t.Tuple[Integration, ...] = (
     Integration("kubeflow.org/mpijob", "MPIJob", "kubeflow.org", "v2beta1", "MPIJob", "mpijobs", False, _replica_specs_cel("mpiReplicaSpecs")),
     Integration("ray.io/rayjob", "RayJob", "ray.io", "v1", "RayJob", "rayjobs", False, _ray_cel("object.spec.rayClusterSpec")),
     Integration("ray.io/raycluster", "RayCluster", "ray.io", "v1", "RayCluster", "rayclusters", False, _ray_cel("object.spec")),
-    # The Red Hat build of Kueue's operand enum has no RayService (see OPENSHIFT_MAX_FRAMEWORKS).
-    Integration("ray.io/rayservice", "", "ray.io", "v1", "RayService", "rayservices", False,
+    # The Red Hat build of Kueue's operand enum has RayService from operator 1.4 on (see OPENSHIFT_OPERAND_LIMITS).
+    Integration("ray.io/rayservice", "RayService", "ray.io", "v1", "RayService", "rayservices", False,
                 _ray_cel("object.spec.rayClusterConfig")),
     Integration("workload.codeflare.dev/appwrapper", "AppWrapper", "workload.codeflare.dev", "v1beta2", "AppWrapper",
                 "appwrappers", False),
@@ -154,37 +155,60 @@ def known_frameworks() -> t.List[str]:
 
 
 # The Red Hat build of Kueue's operand, openshift/kueue-operator manifests/kueue.openshift.io_kueues.yaml:
-# spec.config.integrations.frameworks is an enum (the ``openshift`` names above, no RayService) with maxItems 14.
-# Its API server refuses anything else, so the collection reports it before writing.
-OPENSHIFT_MAX_FRAMEWORKS = 14
+# spec.config.integrations.frameworks is an enum with maxItems, by operator minor version (release-1.3: no
+# RayService nor SparkApplication, at most 14; release-1.4, channel stable-v1.4: both, at most 18). Its API server
+# refuses anything else, so the collection reports it before writing. The lab serves both schemas (lab/crds/).
+OPENSHIFT_OPERAND_LIMITS: t.Dict[str, t.Tuple[t.FrozenSet[str], int]] = {
+    "1.3": (frozenset({"RayService", "SparkApplication"}), 14),
+    "1.4": (frozenset(), 18),
+}
+# The collection's default channel (roles/kueue gpuaas_kueue_olm_channel: stable-v1.4).
+DEFAULT_OPENSHIFT_OPERATOR = "1.4"
 
 
-def openshift_names(frameworks: t.Iterable[str]) -> t.List[str]:
-    """Upstream framework names -> the Red Hat operand's names, dropping those its enum cannot express
-    (unknown names raise KeyError)."""
-    return [BY_FRAMEWORK[f].openshift for f in frameworks if BY_FRAMEWORK[f].openshift]
+def openshift_operator_version(channel: t.Optional[str] = None, starting_csv: t.Optional[str] = None) -> str:
+    """The operator minor version whose operand schema applies: from the starting CSV (kueue-operator.v1.3.1), else
+    the channel (stable-v1.3), else the default; versions before 1.3 follow 1.3's rules, after 1.4 1.4's."""
+    for text, pattern in ((starting_csv, r"\.v(\d+)\.(\d+)"), (channel, r"v(\d+)\.(\d+)")):
+        match = re.search(pattern, text or "")
+        if match:
+            minor = (int(match.group(1)), int(match.group(2)))
+            return "1.3" if minor <= (1, 3) else "1.4"
+    return DEFAULT_OPENSHIFT_OPERATOR
 
 
-def openshift_operand(frameworks: t.Sequence[str], auto: bool) -> t.Dict[str, t.List[str]]:
-    """What the Red Hat ``Kueue`` operand can carry of ``frameworks`` (known upstream names).
+def openshift_names(frameworks: t.Iterable[str], version: str = DEFAULT_OPENSHIFT_OPERATOR) -> t.List[str]:
+    """Upstream framework names -> the Red Hat operand's names, dropping those its enum (of operator ``version``)
+    cannot express (unknown names raise KeyError)."""
+    excluded = OPENSHIFT_OPERAND_LIMITS[version][0]
+    return [BY_FRAMEWORK[f].openshift for f in frameworks
+            if BY_FRAMEWORK[f].openshift and BY_FRAMEWORK[f].openshift not in excluded]
+
+
+def openshift_operand(frameworks: t.Sequence[str], auto: bool,
+                      version: str = DEFAULT_OPENSHIFT_OPERATOR) -> t.Dict[str, t.List[str]]:
+    """What the Red Hat ``Kueue`` operand of operator ``version`` can carry of ``frameworks`` (known upstream names).
 
     Returns ``frameworks`` (operand names), ``not_expressible`` (upstream names outside its enum) and ``problems``
     (messages: the run must stop before writing). A framework outside the enum is a problem when it was asked for
     by name, and only left out (reported in ``not_expressible``) when ``auto`` picked it because its CRD is served;
-    more than ``OPENSHIFT_MAX_FRAMEWORKS`` is always a problem, because which ones to drop is the admin's choice.
+    more than the cap is always a problem, because which ones to drop is the admin's choice.
     """
-    not_expressible = [f for f in frameworks if not BY_FRAMEWORK[f].openshift]
-    names = openshift_names(frameworks)
+    names = openshift_names(frameworks, version)
+    expressible = set(names)
+    not_expressible = [f for f in frameworks if BY_FRAMEWORK[f].openshift not in expressible]
+    cap = OPENSHIFT_OPERAND_LIMITS[version][1]
     problems = []
     if not_expressible and not auto:
-        problems.append("gpuaas_kueue_integrations: %s cannot be managed by the Red Hat build of Kueue (its Kueue "
-                        "operand's frameworks enum does not include %s); remove %s from the list"
-                        % (", ".join(not_expressible), "it" if len(not_expressible) == 1 else "them",
-                           "it" if len(not_expressible) == 1 else "them"))
-    if len(names) > OPENSHIFT_MAX_FRAMEWORKS:
-        problems.append("gpuaas_kueue_integrations: %d frameworks (%s) but the Red Hat build of Kueue's operand "
+        problems.append("gpuaas_kueue_integrations: %s cannot be managed by the Red Hat build of Kueue %s (its Kueue "
+                        "operand's frameworks enum does not include %s); remove %s from the list%s"
+                        % (", ".join(not_expressible), version, "it" if len(not_expressible) == 1 else "them",
+                           "it" if len(not_expressible) == 1 else "them",
+                           " or use operator 1.4 (gpuaas_kueue_olm_channel: stable-v1.4)" if version == "1.3" else ""))
+    if len(names) > cap:
+        problems.append("gpuaas_kueue_integrations: %d frameworks (%s) but the Red Hat build of Kueue %s's operand "
                         "takes at most %d; set gpuaas_kueue_integrations to the %d or fewer your tenants run"
-                        % (len(names), ", ".join(names), OPENSHIFT_MAX_FRAMEWORKS, OPENSHIFT_MAX_FRAMEWORKS))
+                        % (len(names), ", ".join(names), version, cap, cap))
     return {"frameworks": names, "not_expressible": not_expressible, "problems": problems}
 
 

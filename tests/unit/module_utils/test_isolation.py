@@ -49,26 +49,49 @@ def test_openshift_operand_names():
 
 
 # The enum of openshift/kueue-operator manifests/kueue.openshift.io_kueues.yaml (spec.config.integrations.frameworks),
-# written from that file, not from the collection's table.
+# written from that file (release-1.3, maxItems 14; release-1.4 adds RayService and SparkApplication, maxItems 18),
+# not from the collection's table.
+RED_HAT_KUEUE_1_4_EXTRA = {"RayService", "SparkApplication"}
 RED_HAT_KUEUE_FRAMEWORKS_ENUM = {"BatchJob", "RayJob", "RayCluster", "JobSet", "MPIJob", "PaddleJob", "PyTorchJob",
                                  "TFJob", "TrainJob", "XGBoostJob", "JaxJob", "AppWrapper", "Pod", "Deployment",
                                  "StatefulSet", "LeaderWorkerSet"}
 
 
 def test_openshift_operand_stays_inside_the_red_hat_enum_and_cap():
+    """Operator 1.3 (the stricter operand): no RayService, at most 14 frameworks."""
     every = ki.known_frameworks()
-    assert set(ki.openshift_names(every)) <= RED_HAT_KUEUE_FRAMEWORKS_ENUM
+    assert set(ki.openshift_names(every, "1.3")) <= RED_HAT_KUEUE_FRAMEWORKS_ENUM
     # auto on a cluster serving every CRD: RayService cannot be expressed (left out, reported) and 16 > 14
-    auto = ki.openshift_operand(every, auto=True)
+    auto = ki.openshift_operand(every, auto=True, version="1.3")
     assert auto["not_expressible"] == ["ray.io/rayservice"] and "RayService" not in auto["frameworks"]
     assert len(auto["problems"]) == 1 and "at most 14" in auto["problems"][0]
-    # asked for by name: an error naming it
-    named = ki.openshift_operand(["batch/job", "ray.io/rayservice"], auto=False)
+    # asked for by name: an error naming it, and the way out (operator 1.4)
+    named = ki.openshift_operand(["batch/job", "ray.io/rayservice"], auto=False, version="1.3")
     assert named["frameworks"] == ["BatchJob"] and len(named["problems"]) == 1
-    assert "ray.io/rayservice cannot be managed by the Red Hat build of Kueue" in named["problems"][0]
+    assert "ray.io/rayservice cannot be managed by the Red Hat build of Kueue 1.3" in named["problems"][0]
+    assert "stable-v1.4" in named["problems"][0]
     # 14 is accepted
     fourteen = [f for f in every if f != "ray.io/rayservice"][:14]
-    assert ki.openshift_operand(fourteen, auto=False)["problems"] == []
+    assert ki.openshift_operand(fourteen, auto=False, version="1.3")["problems"] == []
+
+
+def test_openshift_operand_of_operator_1_4_takes_rayservice_and_18():
+    """Operator 1.4 (the collection's default channel stable-v1.4): RayService in the enum, at most 18."""
+    every = ki.known_frameworks()
+    assert set(ki.openshift_names(every)) <= RED_HAT_KUEUE_FRAMEWORKS_ENUM | RED_HAT_KUEUE_1_4_EXTRA
+    operand = ki.openshift_operand(every, auto=False)
+    assert operand["problems"] == [] and operand["not_expressible"] == [] and "RayService" in operand["frameworks"]
+    assert len(every) == 17  # the collection knows 17 frameworks: under 1.4's cap of 18, over 1.3's 14
+
+
+def test_openshift_operator_version_from_channel_and_csv():
+    assert ki.openshift_operator_version() == "1.4"
+    assert ki.openshift_operator_version("stable-v1.3") == "1.3"
+    assert ki.openshift_operator_version("stable-v1.4") == "1.4"
+    assert ki.openshift_operator_version("stable-v1.5") == "1.4"  # newer: 1.4's rules (the newest the lab knows)
+    assert ki.openshift_operator_version("stable-v1.2") == "1.3"
+    assert ki.openshift_operator_version("stable-v1.4", "kueue-operator.v1.3.1") == "1.3"  # the CSV wins
+    assert ki.openshift_operator_version("stable") == "1.4"
 
 
 class FakeClient:
