@@ -158,8 +158,8 @@ options:
       from_example:
         description:
           - Start from the CSV's C(alm-examples) entry of O(operand.kind) when creating or owning the operand.
-          - Fields the example sets to C(null) are left out (the Custom Metrics Autoscaler's example has
-            C(serviceAccount: null), which its own CRD refuses).
+          - "Fields the example sets to C(null) are left out (the Custom Metrics Autoscaler's example has
+            C(serviceAccount: null), which its own CRD refuses)."
         type: bool
         default: true
       example_omit:
