@@ -15,6 +15,7 @@ import pytest
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory import (
     autoscaling,
     capacity,
+    clusters,
     cohorts,
     flavors,
     kueue_rules,
@@ -147,7 +148,7 @@ def test_capacity_counts_the_pools_maximum():
 
 # -- inventory.model stays the import point ----------------------------------------------------------------
 
-SECTION_MODULES = (autoscaling, capacity, cohorts, flavors, node_pools, priorities, prometheus, quotas, records,
+SECTION_MODULES = (autoscaling, capacity, clusters, cohorts, flavors, node_pools, priorities, prometheus, quotas, records,
                    tenants, validator)
 
 
