@@ -114,7 +114,7 @@ def test_the_fleet_connects(fleet, kube):
 
 
 def test_a_second_run_changes_nothing_anywhere(fleet, model, worker_kube):
-    changed, _ = converge(model, {"lab-worker1": worker_kube})
+    changed, _kubeconfigs = converge(model, {"lab-worker1": worker_kube})
     assert changed == {"lab-worker1": False, "lab-manager": False}
 
 
@@ -132,7 +132,7 @@ def test_a_tenant_job_submitted_on_the_manager_runs_on_the_worker(fleet, kube, w
     jobs = kube.resources.get(api_version="batch/v1", kind="Job")
     worker_jobs = worker_kube.resources.get(api_version="batch/v1", kind="Job")
     latencies = []
-    for _ in range(LATENCY_JOBS):
+    for _index in range(LATENCY_JOBS):
         name = "mk-%s" % uuid.uuid4().hex[:8]
         start = time.monotonic()
         jobs.create(body=_job(name), namespace=NAMESPACE)
@@ -151,8 +151,8 @@ def test_a_tenant_job_submitted_on_the_manager_runs_on_the_worker(fleet, kube, w
         # the status flows back: the manager's Job completes when the worker's does
         wait_until(lambda: (jobs.get(name=name, namespace=NAMESPACE).to_dict().get("status") or {}).get("succeeded"),
                    90, "%s succeeded on the manager" % name)
-        pods = kube.resources.get(api_version="v1", kind="Pod").get(namespace=NAMESPACE,
-                                                                   label_selector="job-name=%s" % name).items
+        pods = kube.resources.get(api_version="v1", kind="Pod").get(
+            namespace=NAMESPACE, label_selector="job-name=%s" % name).items
         assert not pods, "a dispatched Job must not run pods on the manager"
     latencies.sort()
     report = "dispatch latency (manager Job created -> worker copy exists), n=%d: p50 %.2fs, max %.2fs, mean %.2fs" % (

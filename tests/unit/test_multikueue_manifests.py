@@ -183,10 +183,10 @@ def test_a_model_without_fleet_is_refused():
 # -- the CRDs the lab serves (Kueue v0.19.2), when the lab cache is there --------------------------------------
 
 # the lab's copy, else the Kueue module in the Go module cache (the lab build downloads it)
-CRD_DIRS = [d for d in sorted(glob.glob(os.path.expanduser("~/.cache/gpuaas-lab/crds-*/share/crds/base"))) + [
+_CRD_CANDIDATES = sorted(glob.glob(os.path.expanduser("~/.cache/gpuaas-lab/crds-*/share/crds/base"))) + [
     os.path.join(os.environ.get("GOMODCACHE") or os.path.expanduser("~/go/pkg/mod"),
                  "sigs.k8s.io/kueue@v0.19.2/config/components/crd/bases")]
-    if glob.glob(os.path.join(d, "kueue.x-k8s.io_multikueueclusters.yaml"))]
+CRD_DIRS = [d for d in _CRD_CANDIDATES if glob.glob(os.path.join(d, "kueue.x-k8s.io_multikueueclusters.yaml"))]
 
 
 def _strict(schema):
