@@ -76,7 +76,10 @@ def converge(model, worker_kubes):
     changed = {}
     kubeconfigs = {}
     for worker in model.fleet.workers:
-        result = ApplyEngine(get_client(params=worker.auth)).reconcile(multikueue.worker_objects(model, worker))
+        # MultiKueue watches every framework the MANAGER's Kueue integrates (the lab's: every one): the worker role
+        # must allow exactly those, or the MultiKueueCluster stays ClientConnectionFailed (measured on the lab)
+        result = ApplyEngine(get_client(params=worker.auth)).reconcile(
+            multikueue.worker_objects(model, worker, frameworks=multikueue.MULTIKUEUE_FRAMEWORKS))
         changed[worker.name] = result.changed
         data = wait_until(lambda w=worker: _token_secret(worker_kubes[w.name], w), 30, "the token of %s" % worker.name)
         kubeconfigs[worker.name] = multikueue.worker_kubeconfig(worker, worker.api_server, data["ca.crt"],
@@ -187,7 +190,7 @@ def test_the_worker_credential_cannot_write_outside_the_tenants_namespaces(fleet
     with pytest.raises(ForbiddenError):
         sa.resources.get(api_version="v1", kind="Secret").get(namespace="kueue-system")
     with pytest.raises(ForbiddenError):
-        sa.resources.get(api_version="v1", kind="Pod").get(namespace=NAMESPACE)
+        sa.resources.get(api_version="v1", kind="ConfigMap").get(namespace=NAMESPACE)
     # what MultiKueue does is allowed: create a Job in the tenant's namespace (dry run), list Workloads everywhere
     sa_jobs.create(body=_job("allowed"), namespace=NAMESPACE, query_params=[("dryRun", "All")])
     sa.resources.get(api_version=multikueue.KUEUE_V, kind="Workload").get()
