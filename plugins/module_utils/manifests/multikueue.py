@@ -199,6 +199,10 @@ def worker_credentials(worker: Worker, tenant_namespaces: t.Sequence[str],
       Upstream binds the writes cluster-wide; here a leaked worker kubeconfig cannot create a Job in kube-system.
 
     ClusterQueues/LocalQueues are not read: only the alpha MultiKueueManagerQuotaAutomation gate caches them.
+
+    ``frameworks`` must be every framework the MANAGER's Kueue integrates (that has a MultiKueue adapter), not only
+    those tenants use: MultiKueue watches each of them on every worker and the MultiKueueCluster stays
+    ``ClientConnectionFailed`` when one watch is forbidden (measured on the lab, docs/multicluster.md).
     """
     unknown = [f for f in frameworks if f not in MULTIKUEUE_FRAMEWORKS]
     if unknown:
