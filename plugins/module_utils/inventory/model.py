@@ -6,12 +6,12 @@
 
 ``TenantModel.from_inventory(vars, nodes=None)`` parses the whole inventory (``gpuaas_flavors``,
 ``gpuaas_cohorts``, ``gpuaas_priorities``, ``gpuaas_tenants``, ``gpuaas_prometheus``, ``gpuaas_node_pools``,
-``gpuaas_openshift_ai`` and
+``gpuaas_openshift_ai``, ``gpuaas_clusters`` and
 the ``gpuaas_*`` switches), collects *every* problem with a path such as
 ``gpuaas_tenants[3].quotas[0].flavor`` and raises one ``InventoryError`` listing them all.
 
 Each section has its own parser (``flavors.py``, ``cohorts.py``, ``priorities.py``, ``prometheus.py``,
-``tenants.py`` with ``quotas.py`` and ``autoscaling.py``, ``node_pools.py``, ``openshift_ai.py``) written on the shared
+``tenants.py`` with ``quotas.py`` and ``autoscaling.py``, ``node_pools.py``, ``openshift_ai.py``, ``clusters.py``) written on the shared
 ``validator.Validator``; the checks across sections are ``idle_reclaim.py`` and ``capacity.py``; the typed
 records are in ``records.py``. This module joins them and is the import point for the rest of the collection:
 the names below are re-exported so that callers depend on ``inventory.model`` only.
@@ -36,6 +36,17 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.autoscal
     parse_autoscaling,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.capacity import check_capacity, flavor_capacity
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.clusters import (
+    CLUSTERS_KEYS,
+    MANAGER_KEYS,
+    WORKER_FLAVOR_KEYS,
+    WORKER_KEYS,
+    Cluster,
+    Fleet,
+    Worker,
+    parse_clusters,
+    worker_quotas,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.cohorts import COHORT_KEYS, parse_cohorts
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.flavors import FLAVOR_KEYS, parse_flavors
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.idle_reclaim import warn_unreclaimable_idle_quota
@@ -97,13 +108,15 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validato
 __all__ = [
     # the model and its records
     "TenantModel", "Flavor", "Cohort", "Priority", "Quota", "Preemption", "Access", "ExtraQueue", "Autoscaling",
-    "Tenant", "NodePool", "PrometheusSettings", "InventoryError", "OpenShiftAI", "HardwareProfilePlan",
+    "Tenant", "NodePool", "PrometheusSettings", "InventoryError", "OpenShiftAI", "HardwareProfilePlan", "Fleet", "Cluster", "Worker",
     # entry points besides TenantModel.from_inventory
     "parse_autoscaling", "flavor_capacity", "tenant_index", "parse_quantity", "default_priorities", "tenant_priorities",
+    "worker_quotas",
     # the keys each inventory mapping accepts (role argument specs are tested equal to them)
     "FLAVOR_KEYS", "COHORT_KEYS", "PRIORITY_KEYS", "TENANT_KEYS", "QUOTA_KEYS", "PREEMPTION_KEYS", "BORROW_KEYS",
     "ACCESS_KEYS", "QUEUE_KEYS", "AUTOSCALING_KEYS", "TARGET_KEYS", "IDLE_KEYS", "LOAD_KEYS", "PROMETHEUS_KEYS",
     "TOKEN_SECRET_KEYS", "NODE_POOL_KEYS", "NODE_POOL_TARGET_KEYS", "OPENSHIFT_AI_KEYS", "COUNT_KEYS",
+    "CLUSTERS_KEYS", "MANAGER_KEYS", "WORKER_KEYS", "WORKER_FLAVOR_KEYS",
     # values the contract is written in
     "SYSTEM_NAMESPACES", "SYSTEM_NAMESPACE_PREFIXES", "SCALE_TARGET_KINDS", "INFERENCE_SERVICE_SUFFIX",
     "NOT_SCALABLE_KINDS", "NODE_POOL_TARGET_KINDS",
@@ -123,6 +136,8 @@ class TenantModel:
     node_pools: t.List[NodePool] = field(default_factory=list)
     openshift_ai: OpenShiftAI = field(default_factory=OpenShiftAI)
     hardware_profiles: t.List[HardwareProfilePlan] = field(default_factory=list)
+    # the MultiKueue fleet of gpuaas_clusters; None: a single-cluster inventory (docs/multicluster.md)
+    fleet: t.Optional[Fleet] = None
 
     @property
     def present_tenants(self) -> t.List[Tenant]:
@@ -148,7 +163,7 @@ class TenantModel:
             raise InventoryError(
                 "The GPU tenancy inventory has %s; nothing was changed." % problem_count(len(check.errors)),
                 hint="Fix every listed item in group_vars (gpuaas_flavors, gpuaas_cohorts, gpuaas_priorities, "
-                     "gpuaas_tenants) and run again. Paths point at the offending entry, e.g. gpuaas_tenants[3].quotas[0].flavor.",
+                     "gpuaas_tenants, gpuaas_clusters) and run again. Paths point at the offending entry, e.g. gpuaas_tenants[3].quotas[0].flavor.",
                 problems=check.errors,
             )
         return model
@@ -173,6 +188,8 @@ class TenantModel:
         if nodes is not None:
             model.capacity = check_capacity(check, model.flavors, model.tenants, model.node_pools, nodes,
                                             model.allow_overcommit)
+        model.fleet = parse_clusters(check, inventory.get("gpuaas_clusters"), model.flavors, model.tenants,
+                                     model.allow_overcommit)
         model.warnings = check.warnings
         return model
 

@@ -15,6 +15,7 @@ import pytest
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory import (
     autoscaling,
     capacity,
+    clusters,
     cohorts,
     flavors,
     kueue_rules,
@@ -148,8 +149,8 @@ def test_capacity_counts_the_pools_maximum():
 
 # -- inventory.model stays the import point ----------------------------------------------------------------
 
-SECTION_MODULES = (autoscaling, capacity, cohorts, flavors, node_pools, openshift_ai, priorities, prometheus, quotas,
-                   records, tenants, validator)
+SECTION_MODULES = (autoscaling, capacity, clusters, cohorts, flavors, node_pools, openshift_ai, priorities, prometheus,
+                   quotas, records, tenants, validator)
 
 
 def test_model_re_exports_each_name_from_the_one_file_that_defines_it():
