@@ -14,10 +14,11 @@ COLL_DIR    := $(COLL_ROOT)/ansible_collections/gpuaas/platform
 LAB_DIR     ?= $(CURDIR)/.lab
 LAB_ENV      = $(LAB_DIR)/env
 LAB_VARIANT_DIR ?= $(CURDIR)/.lab-variant
+LAB_WORKER_DIR ?= $(CURDIR)/.lab-worker
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(CURDIR)/$(VENV)/lib/python3.12/site-packages:$(CURDIR)/$(VENV)/lib/python3.13/site-packages
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help prereqs venv collection lab-build lab-up lab-down lab-status lab-variant-up lab-variant-down demo test sanity lint unit integration molecule bench bench-fairness clean test-matrix
+.PHONY: help prereqs venv collection lab-build lab-up lab-down lab-status lab-variant-up lab-variant-down lab-worker-up lab-worker-down demo test sanity lint unit integration molecule bench bench-fairness clean test-matrix
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -70,6 +71,15 @@ lab-variant-up: venv
 lab-variant-down:
 	@LAB_DIR=$(LAB_VARIANT_DIR) bash lab/lab.sh down
 
+# A MultiKueue worker beside the first lab (the manager): Kubernetes-flavoured, Kueue only, every port +200
+# (docs/multicluster.md; tests/integration/test_multicluster.py).
+LAB_WORKER_ENV = LAB_DIR=$(LAB_WORKER_DIR) LAB_PORT_OFFSET=$$(( $${LAB_PORT_OFFSET:-0} + 200 )) LAB_COMPONENTS=kueue
+lab-worker-up: venv
+	@$(LAB_WORKER_ENV) bash lab/lab.sh up
+
+lab-worker-down:
+	@LAB_DIR=$(LAB_WORKER_DIR) bash lab/lab.sh down
+
 # ansible-test lists files through git when it finds a repository above the collection, and .build/ is
 # git-ignored: so sanity runs on a copy outside the work tree, of what galaxy.yml ships (no lab/, bench/). Its per-test venvs bootstrap pip from a host
 # this network cannot reach; tests/sanity/get_pip_offline.py stands in for that download.
@@ -90,7 +100,7 @@ unit: collection
 	PYTHONPATH=$(COLL_ROOT) $(PY) -m pytest -q tests/unit
 
 integration: collection
-	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) && GPUAAS_INTEGRATION_NO_SKIP=1 $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
+	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) GPUAAS_WORKER_LAB_DIR=$(LAB_WORKER_DIR) PYTHONPATH=$(COLL_ROOT) && GPUAAS_INTEGRATION_NO_SKIP=1 $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
 
 molecule: collection
 	@source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && failed=""; \
@@ -107,12 +117,13 @@ molecule: collection
 # written to, exactly as after `make demo` (the demo's files breaking sanity cannot come back unnoticed).
 TEST_LAB_DIR     := $(CURDIR)/.lab-test
 TEST_VARIANT_DIR := $(CURDIR)/.lab-test-variant
+TEST_WORKER_DIR  := $(CURDIR)/.lab-test-worker
 TEST_DEMO_DIR    := $(CURDIR)/.lab-test-demo
 TEST_LAB_OFFSET  := 300
 TEST_DEMO_OFFSET := 600
 STAGES_BEFORE_LAB := unit sanity lint
 STAGES_ON_LAB     := integration molecule
-TEST_LAB_VARS := LAB_DIR=$(TEST_LAB_DIR) LAB_PORT_OFFSET=$(TEST_LAB_OFFSET) LAB_VARIANT_DIR=$(TEST_VARIANT_DIR)
+TEST_LAB_VARS := LAB_DIR=$(TEST_LAB_DIR) LAB_PORT_OFFSET=$(TEST_LAB_OFFSET) LAB_VARIANT_DIR=$(TEST_VARIANT_DIR) LAB_WORKER_DIR=$(TEST_WORKER_DIR)
 test: venv
 	@failed=""; \
 	  echo "=== make demo (on $(TEST_DEMO_DIR), ports +$(TEST_DEMO_OFFSET))"; \
@@ -120,11 +131,12 @@ test: venv
 	  $(MAKE) --no-print-directory demo LAB_DIR=$(TEST_DEMO_DIR) LAB_PORT_OFFSET=$(TEST_DEMO_OFFSET) || failed="$$failed demo"; \
 	  LAB_DIR=$(TEST_DEMO_DIR) bash lab/lab.sh down || failed="$$failed demo-lab-down"; \
 	  for s in $(STAGES_BEFORE_LAB); do echo "=== make $$s"; $(MAKE) --no-print-directory $$s || failed="$$failed $$s"; done; \
-	  echo "=== make lab-up lab-variant-up (fresh: $(TEST_LAB_DIR) ports +$(TEST_LAB_OFFSET), $(TEST_VARIANT_DIR) +$$(( $(TEST_LAB_OFFSET) + 100 )))"; \
-	  $(MAKE) --no-print-directory lab-variant-down lab-down $(TEST_LAB_VARS) >/dev/null 2>&1; \
-	  if $(MAKE) --no-print-directory lab-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-variant-up $(TEST_LAB_VARS); then \
+	  echo "=== make lab-up lab-variant-up lab-worker-up (fresh: $(TEST_LAB_DIR) ports +$(TEST_LAB_OFFSET), $(TEST_VARIANT_DIR) +$$(( $(TEST_LAB_OFFSET) + 100 )), $(TEST_WORKER_DIR) +$$(( $(TEST_LAB_OFFSET) + 200 )))"; \
+	  $(MAKE) --no-print-directory lab-worker-down lab-variant-down lab-down $(TEST_LAB_VARS) >/dev/null 2>&1; \
+	  if $(MAKE) --no-print-directory lab-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-variant-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-worker-up $(TEST_LAB_VARS); then \
 	    for s in $(STAGES_ON_LAB); do echo "=== make $$s"; $(MAKE) --no-print-directory $$s $(TEST_LAB_VARS) || failed="$$failed $$s"; done; \
 	  else failed="$$failed lab-up"; fi; \
+	  $(MAKE) --no-print-directory lab-worker-down $(TEST_LAB_VARS) || failed="$$failed lab-worker-down"; \
 	  $(MAKE) --no-print-directory lab-variant-down $(TEST_LAB_VARS) || failed="$$failed lab-variant-down"; \
 	  $(MAKE) --no-print-directory lab-down $(TEST_LAB_VARS) || failed="$$failed lab-down"; \
 	  if [ -n "$$failed" ]; then echo "=== FAILED stages:$$failed"; exit 1; fi; echo "=== all stages passed"
