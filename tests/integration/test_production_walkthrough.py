@@ -195,21 +195,10 @@ def writes_since(lab, offset: int) -> dict[str, list[str]]:
 
 
 def foreign_writers(writes: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Writes by a person (the administrator lab-admin above all: any user that is not system:* or a lab component
-    lab:*), and writes to the walkthrough's own objects (other than their status, which Kueue's and KEDA's
-    controllers keep) by anyone but the automation accounts."""
-    accounts = "system:serviceaccount:%s:" % ACCOUNTS_NAMESPACE
-    out: dict[str, list[str]] = {}
-    for user, requests in writes.items():
-        if user.startswith(accounts):
-            continue
-        if not user.startswith(("system:", "lab:")):
-            out[user] = requests
-            continue
-        mine = [w for w in requests if "/" + PREFIX in w.split(" ")[1] and not w.split(" ")[1].split("?")[0].endswith("/status")]
-        if mine:
-            out[user] = mine
-    return out
+    """Writes by a person - the administrator (lab-admin) above all: any user that is neither a Kubernetes identity
+    (system:*, which includes the automation ServiceAccounts and the controllers that keep status, finalizers,
+    default ServiceAccounts and CA ConfigMaps) nor a lab component (lab:*)."""
+    return {user: w for user, w in writes.items() if not user.startswith(("system:", "lab:"))}
 
 
 def recaps(output: str) -> list[dict[str, int]]:
