@@ -354,6 +354,14 @@ def test_an_elastic_raycluster_gives_its_gpu_quota_back_at_zero_workers_and_wake
     wait_until(lambda: cond(next((w for w in workloads_of(kube, uid) if w["metadata"]["uid"] ==
                                   pending["metadata"]["uid"]), None), "QuotaReserved").get("status") == "False", 60,
                "the new slice to wait for quota")
+    gated = wait_until(lambda: [p for p in pods_of(kube, sleeper, "worker")
+                                if ELASTIC in [g["name"] for g in p["spec"].get("schedulingGates") or []]], 60,
+                       "KubeRay's new workers, held by Kueue's elastic-job gate")
+    # the tenant cannot run them without the slice's admission by lifting the gate herself
+    lift = kubectl(lab, "-n", NS, "patch", "pod", gated[0]["metadata"]["name"], "--type=json", "-p",
+                   json.dumps([{"op": "remove", "path": "/spec/schedulingGates"}]), context=lab.tenant_context)
+    assert lift.returncode != 0 and "Only Kueue removes the scheduling gate %s" % ELASTIC in lift.stderr, \
+        "the tenant lifted Kueue's elastic-job gate: %s%s" % (lift.stdout, lift.stderr)
     time.sleep(3)
     for p in pods_of(kube, sleeper, "worker"):
         assert not p["spec"].get("nodeName"), "a worker of an unadmitted slice was bound: %s" % p["metadata"]["name"]

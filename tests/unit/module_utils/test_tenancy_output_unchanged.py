@@ -6,7 +6,8 @@
 The digests were taken at 1f12208, before the admission policy moved to ``manifests/admission.py``: every
 example inventory must still build byte-identical objects, in the same order. A change that is meant to alter the
 objects updates a digest here, and its commit says why. Updated once since: issue 22 item 2 (the admission policy
-pins the node pools' credential too and names the credential used in its refusals).
+pins the node pools' credential too and names the credential used in its refusals); issue 25 (rule 6 also keeps
+Kueue's elastic-job scheduling gate, which only Kueue may lift).
 """
 
 from __future__ import annotations
@@ -25,18 +26,18 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 
 # (inventory, platform, with credentials and custom admission settings) -> (object count, sha256 prefix)
 DIGESTS = {
-    ("lab", "kubernetes", False): (41, "268d80ac5cf8075b"),
-    ("lab", "kubernetes", True): (43, "73cb143cf9d37a47"),
-    ("lab", "openshift", False): (41, "171651b8660372ff"),
-    ("lab", "openshift", True): (43, "bcd4366a261f8988"),
-    ("examples/kubernetes", "kubernetes", False): (29, "8a4d59a6c0a4107b"),
-    ("examples/kubernetes", "kubernetes", True): (31, "ea73ca4e5d850c94"),
-    ("examples/kubernetes", "openshift", False): (29, "aa8e7d251f37c7b8"),
-    ("examples/kubernetes", "openshift", True): (31, "38b3e590c2dfe42d"),
-    ("examples/openshift", "kubernetes", False): (27, "cdef16591b57bbc9"),
-    ("examples/openshift", "kubernetes", True): (29, "4ea4413d47dbf1b3"),
-    ("examples/openshift", "openshift", False): (27, "5e1e8d55a3c9e938"),
-    ("examples/openshift", "openshift", True): (29, "cb374191b659d0e0"),
+    ("lab", "kubernetes", False): (41, "131e3f8c855a6fc7"),
+    ("lab", "kubernetes", True): (43, "72972b02699b7e2f"),
+    ("lab", "openshift", False): (41, "8494e6c2489c9c09"),
+    ("lab", "openshift", True): (43, "7ecaa8e1cee01423"),
+    ("examples/kubernetes", "kubernetes", False): (29, "ff3e0fce951896c1"),
+    ("examples/kubernetes", "kubernetes", True): (31, "b4b8dc10bf405d85"),
+    ("examples/kubernetes", "openshift", False): (29, "c0f9304f30b9319a"),
+    ("examples/kubernetes", "openshift", True): (31, "946fe03b765ef0c2"),
+    ("examples/openshift", "kubernetes", False): (27, "2a9e6df8897d6f46"),
+    ("examples/openshift", "kubernetes", True): (29, "1edd42b90260b070"),
+    ("examples/openshift", "openshift", False): (27, "b0f42935bb5630b3"),
+    ("examples/openshift", "openshift", True): (29, "7cab1effbb73d667"),
 }
 
 
