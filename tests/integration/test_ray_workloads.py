@@ -201,7 +201,7 @@ def test_a_tenants_raycluster_runs_head_and_gpu_workers_under_quota_and_the_next
         # Kueue's flavor (the H100 nodes) was injected into the template KubeRay built the pod from
         assert p["spec"]["nodeName"].startswith("gpu-h100-"), (p["metadata"]["name"], p["spec"].get("nodeName"))
         assert p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    creators = wait_until(lambda: (lambda c: c if len(c) >= GPUS + 1 else None)(pod_creators(lab)), 10,
+    creators = wait_until(lambda: pod_creators(lab) if len(pod_creators(lab)) >= GPUS + 1 else None, 10,
                           "the audit events of the pods' creation")
     assert creators == [KUBERAY_IDENTITY] * (GPUS + 1), creators
     cq = api(kube, KUEUE, "ClusterQueue").get(name=TENANT).to_dict()
@@ -271,8 +271,8 @@ def test_a_rayjob_runs_cluster_and_submitter_under_quota_and_the_next_waits_unti
     assert not (get_rayjob(kube, second).get("status") or {}).get("rayClusterName"), \
         "KubeRay created a RayCluster for a RayJob Kueue has not admitted"
 
-    ended = wait_until(lambda: (lambda rj: rj if rj.get("status", {}).get("jobDeploymentStatus") in
-                                ("Complete", "Failed") else None)(get_rayjob(kube, first)), 150,
+    ended = wait_until(lambda: get_rayjob(kube, first) if get_rayjob(kube, first).get("status", {}).get(
+                           "jobDeploymentStatus") in ("Complete", "Failed") else None, 150,
                        "the first RayJob to end")
     # the lab's limit, stated rather than hidden: no Ray job exists behind the KWOK head pod
     assert ended["status"]["jobDeploymentStatus"] == "Failed", ended["status"]
@@ -302,6 +302,12 @@ def active_workloads(kube, uid: str) -> list[dict]:
     return [w for w in workloads_of(kube, uid) if cond(w, "Finished").get("status") != "True"]
 
 
+def shrunk_workload(kube, uid: str) -> dict | None:
+    """The admitted Workload of ``uid`` once it counts 0 GPU workers."""
+    wl = admitted_workload(kube, uid)
+    return wl if wl and {p["name"]: p["count"] for p in wl["spec"]["podSets"]}.get("gpu") == 0 else None
+
+
 def gpu_usage(kube) -> str:
     cq = api(kube, KUEUE, "ClusterQueue").get(name=TENANT).to_dict()
     return next((r["total"] for fu in cq["status"].get("flavorsUsage") or [] for r in fu["resources"]
@@ -327,8 +333,7 @@ def test_an_elastic_raycluster_gives_its_gpu_quota_back_at_zero_workers_and_wake
     # idle: workers to 0 -> the same Workload, still admitted, now counts 0 GPU workers; the GPUs are free
     scale_workers(lab, sleeper, 0)
     wait_until(lambda: not pods_of(kube, sleeper, "worker"), 60, "KubeRay to delete the GPU workers")
-    shrunk = wait_until(lambda: (lambda w: w if w and {p["name"]: p["count"] for p in w["spec"]["podSets"]}.get("gpu")
-                                 == 0 else None)(admitted_workload(kube, uid)), 60, "the Workload to shrink in place")
+    shrunk = wait_until(lambda: shrunk_workload(kube, uid), 60, "the Workload to shrink in place")
     assert shrunk["metadata"]["uid"] == wl["metadata"]["uid"], "the Workload was replaced, not shrunk"
     wait_until(lambda: gpu_usage(kube) == "0", 30, "the tenant's GPU usage to drop to 0")
 
