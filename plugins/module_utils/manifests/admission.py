@@ -27,6 +27,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import k
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import node_pools
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_integrations import (
     ADMISSION_GATE,
+    ELASTIC_JOB_GATE,
     PRIORITY_LABEL,
     QUEUE_LABEL,
     Integration,
@@ -60,7 +61,10 @@ DEFAULT_WORKLOAD_CONTROLLERS: t.Tuple[str, ...] = (
     "system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager",
     "system:serviceaccount:appwrapper-system:appwrapper-controller-manager",
 )
-# Kueue's own identity: the only one that may remove the admission gate or a Pod's queue label.
+# The scheduling gates only Kueue lifts: its admission gate and an elastic job's gate (else a tenant could run the
+# pods of an unadmitted scale-up slice).
+KUEUE_GATES: t.Tuple[str, ...] = (ADMISSION_GATE, ELASTIC_JOB_GATE)
+# Kueue's own identity: the only one that may remove Kueue's gates or a Pod's queue label.
 DEFAULT_KUEUE_USERS: t.Tuple[str, ...] = (
     "system:serviceaccount:kueue-system:kueue-controller-manager",
     "system:serviceaccount:openshift-kueue-operator:kueue-controller-manager",
@@ -210,9 +214,10 @@ def _variables(settings: AdmissionSettings, frameworks: t.Sequence[Integration],
         {"name": "gated", "expression":
             "variables.isPod && has(object.spec.schedulingGates) && "
             "object.spec.schedulingGates.exists(g, g.name == '%s')" % ADMISSION_GATE},
-        {"name": "wasGated", "expression":
-            "variables.isPod && oldObject != null && has(oldObject.spec.schedulingGates) && "
-            "oldObject.spec.schedulingGates.exists(g, g.name == '%s')" % ADMISSION_GATE},
+        # Kueue's gates on the Pod before the request (CREATE: none), for rule 6
+        {"name": "oldKueueGates", "expression":
+            "variables.isPod && oldObject != null && has(oldObject.spec.schedulingGates) ? "
+            "oldObject.spec.schedulingGates.map(g, g.name).filter(n, n in %s) : []" % _cel_list(KUEUE_GATES)},
         {"name": "restricted", "expression":
             "variables.isTenant && '%s' in variables.nsAnnotations" % ALLOWED_PRIORITIES_ANNOTATION},
         {"name": "allowed", "expression":
@@ -297,12 +302,13 @@ def _validations(credentials: t.Sequence[str], prometheus_server: t.Optional[str
                 "want.'" % (QUEUE_LABEL, QUEUE_LABEL),
             "reason": "Forbidden",
         },
-        {   # 6. only Kueue lifts its admission gate
-            "expression": "!variables.wasGated || variables.gated || variables.byKueue",
+        {   # 6. only Kueue lifts its gates (the admission gate; an elastic job's gate until its new slice is admitted)
+            "expression": "variables.byKueue || variables.oldKueueGates.all(n, has(object.spec.schedulingGates) && "
+                          "object.spec.schedulingGates.exists(g, g.name == n))",
             "messageExpression":
-                "'Only Kueue removes the scheduling gate %s, when it admits the Workload of this Pod to its queue: wait "
-                "for admission (kubectl get workloads -n ' + request.namespace + ') instead of removing the gate.'"
-                % ADMISSION_GATE,
+                "'Only Kueue removes the scheduling gate ' + variables.oldKueueGates.join(', ') + ', when it admits "
+                "the Workload of this Pod to its queue: wait for admission (kubectl get workloads -n ' + "
+                "request.namespace + ') instead of removing the gate.'",
             "reason": "Forbidden",
         },
         {   # 7. the Kueue priority label is one the tenant may use
@@ -394,7 +400,7 @@ def admission_policy(settings: t.Optional[AdmissionSettings] = None,
     * only the ``workload_controllers`` that run a framework of ``frameworks`` are trusted
       (``kueue_integrations.CONTROLLER_FRAMEWORKS``), and a known kind Kueue does not manage (not in
       ``frameworks``) is refused in tenant namespaces when its pod templates request GPUs (rule 12, issue 22 item 3);
-    * on UPDATE a Pod's queue label and Kueue's admission gate can only be removed by Kueue itself;
+    * on UPDATE a Pod's queue label and Kueue's gates (admission, elastic job) can only be removed by Kueue itself;
     * the Kueue priority label, pod ``priorityClassName`` and Kueue Workloads' priority must be in the tenant's
       allowed priorities (namespace annotation ``gpuaas.io/allowed-priorities``, written by the tenants role).
 

@@ -21,6 +21,9 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # The scheduling gate Kueue's pod webhook puts on every Pod it manages (pkg/controller/jobs/pod/constants).
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
+# The gate Kueue's webhook puts on the pod templates of an elastic job (annotation kueue.x-k8s.io/elastic-job: "true",
+# e.g. a RayCluster): the pods of a scale-up stay gated until Kueue admits the new workload slice (issue 25).
+ELASTIC_JOB_GATE = "kueue.x-k8s.io/elastic-job"
 
 
 class Integration(t.NamedTuple):
