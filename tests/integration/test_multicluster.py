@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from kubernetes.dynamic.exceptions import NotFoundError
 
 from conftest import _dynamic_client, _lab_from_env, wait_until  # pylint: disable=import-error
 
@@ -101,7 +102,20 @@ def _condition(kube, api_version, kind, name, ctype="Active"):
 @pytest.fixture(scope="module")
 def fleet(model, kube, worker_kube):
     changed, kubeconfigs = converge(model, {"lab-worker1": worker_kube})
-    return {"first": changed, "kubeconfigs": kubeconfigs}
+    yield {"first": changed, "kubeconfigs": kubeconfigs}
+    # Leave both labs as found: a ClusterQueue still carrying the MultiKueue check would be inactive (and fail the
+    # validate suites) once the worker lab is gone.
+    manager_objs = multikueue.manager_objects(model, kubeconfigs)
+    worker_objs = [o for w in model.fleet.workers
+                   for o in multikueue.worker_objects(model, w, frameworks=multikueue.MULTIKUEUE_FRAMEWORKS)]
+    for client, objs in ((kube, manager_objs), (worker_kube, worker_objs)):
+        for obj in reversed(objs):
+            meta = obj["metadata"]
+            try:
+                client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).delete(
+                    name=meta["name"], namespace=meta.get("namespace"))
+            except NotFoundError:
+                pass
 
 
 def test_the_fleet_connects(fleet, kube):

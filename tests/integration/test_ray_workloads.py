@@ -13,6 +13,7 @@ by the lab's tenant user (context lab-tenant: alice, group nlp-team), the way a 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import uuid
@@ -20,7 +21,9 @@ import uuid
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
 from conftest import wait_until
-from test_lab_controllers import require_component
+from test_lab_controllers import component_enabled, require_component
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -157,10 +160,39 @@ def pod_creators(lab) -> list[str]:
     return out
 
 
+def lab_component(lab, name: str, action: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, LAB_DIR=str(lab.dir), LAB_PORT_OFFSET=str(lab_port_offset(lab)))
+    return subprocess.run(["bash", os.path.join(REPO, "lab", "lab.sh"), "component", name, action], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def lab_port_offset(lab) -> int:
+    for line in (lab.dir / "env").read_text().splitlines():
+        if line.startswith("export LAB_PORT_OFFSET="):
+            return int(line.split("=", 1)[1])
+    return 0
+
+
 @pytest.fixture(scope="module")
-def tenant(lab, kube, run_playbook):
-    require_component(lab, "kueue")
+def kuberay(lab):
+    """The real KubeRay, started on the lab for this module when the lab does not run it (`make test`'s main lab
+    does not: the other suites' RayClusters and RayJobs are Kueue-only objects, without an operator acting on them),
+    and stopped again afterwards. A KubeRay that cannot start is a failure here, not a skip."""
+    started = False
+    if not component_enabled(lab, "kuberay"):
+        out = lab_component(lab, "kuberay", "up")
+        assert out.returncode == 0, "KubeRay did not start on the lab: %s%s" % (out.stdout, out.stderr)
+        started = True
     require_component(lab, "kuberay")
+    yield
+    if started:
+        out = lab_component(lab, "kuberay", "down")
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.fixture(scope="module")
+def tenant(lab, kube, run_playbook, kuberay):  # pylint: disable=unused-argument,redefined-outer-name
+    require_component(lab, "kueue")
     run = run_playbook(PLAYBOOK)
     assert run.rc == 0, run.explain()
     for obj in (RAY_USER_ROLE, RAY_USER_BINDING):
