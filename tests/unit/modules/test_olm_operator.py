@@ -11,7 +11,7 @@ import types
 import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.modules import olm_operator
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile import olm_runner
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fake_kube import FakeKube  # noqa: E402  pylint: disable=wrong-import-position
@@ -71,14 +71,14 @@ class FakeOlm:
 def test_install_automatic_then_idempotent():
     kube = FakeKube(SERVED)
     FakeOlm(kube)
-    op = olm_operator.OlmOperator(module(), kube)
+    op = olm_runner.OlmOperator(module(), kube)
     result = op.present()
     assert op.changed
     assert result["csv"] == {"name": "gpu-operator-certified.v25.3.0", "phase": "Succeeded", "version": "25.3.0"}
     assert result["alm_examples"] == [{"kind": "ClusterPolicy", "spec": {"a": 1}}]
     assert ("OperatorGroup", "nvidia-gpu-operator", "nvidia-gpu-operator") in kube.objects
     assert kube.objects[("Namespace", None, "nvidia-gpu-operator")]["metadata"]["labels"]
-    second = olm_operator.OlmOperator(module(), kube)
+    second = olm_runner.OlmOperator(module(), kube)
     second.present()
     assert not second.changed, second.actions
 
@@ -86,7 +86,7 @@ def test_install_automatic_then_idempotent():
 def test_manual_approves_exactly_the_pinned_plan():
     kube = FakeKube(SERVED)
     FakeOlm(kube)
-    op = olm_operator.OlmOperator(module(install_plan_approval="Manual",
+    op = olm_runner.OlmOperator(module(install_plan_approval="Manual",
                                          starting_csv="gpu-operator-certified.v25.3.0"), kube)
     result = op.present()
     assert result["install_plan"]["action"] == "approve"
@@ -100,7 +100,7 @@ def test_manual_refuses_a_plan_for_another_csv():
     # the Subscription is pinned to v25.3.0, but the (fake) catalog's plan installs v25.10.0
     kube.hooks.insert(0, lambda kind, obj: obj["spec"].update(startingCSV="gpu-operator-certified.v25.10.0")
                       if kind == "Subscription" and "status" not in obj else None)
-    op = olm_operator.OlmOperator(module(install_plan_approval="Manual",
+    op = olm_runner.OlmOperator(module(install_plan_approval="Manual",
                                          starting_csv="gpu-operator-certified.v25.3.0"), kube)
     with pytest.raises(GpuaasError) as err:
         op.present()
@@ -112,7 +112,7 @@ def test_manual_refuses_a_plan_for_another_csv():
 def test_check_mode_writes_nothing():
     kube = FakeKube(SERVED)
     FakeOlm(kube)
-    op = olm_operator.OlmOperator(module(check=True), kube)
+    op = olm_runner.OlmOperator(module(check=True), kube)
     result = op.present()
     assert op.changed
     assert kube.objects == {}
@@ -125,7 +125,7 @@ def test_create_refuses_a_second_operator_group_before_any_write():
     kube.add({"kind": "Namespace", "metadata": {"name": "nvidia-gpu-operator"}})
     kube.add({"kind": "OperatorGroup", "metadata": {"name": "someone-elses", "namespace": "nvidia-gpu-operator"}})
     with pytest.raises(GpuaasError) as err:
-        olm_operator.OlmOperator(module(operator_group="create"), kube).present()
+        olm_runner.OlmOperator(module(operator_group="create"), kube).present()
     assert "someone-elses" in str(err.value) and "operator_group: auto or reuse" in str(err.value)
     assert kube.writes == []
 
@@ -133,21 +133,21 @@ def test_create_refuses_a_second_operator_group_before_any_write():
 def test_absent_removes_subscription_csv_and_own_operator_group_only():
     kube = FakeKube(SERVED)
     FakeOlm(kube)
-    olm_operator.OlmOperator(module(), kube).present()
-    op = olm_operator.OlmOperator(module(state="absent"), kube)
+    olm_runner.OlmOperator(module(), kube).present()
+    op = olm_runner.OlmOperator(module(state="absent"), kube)
     op.absent()
     kinds = {k[0] for k in kube.objects}
     assert kinds == {"Namespace", "InstallPlan"}
     assert op.changed
-    again = olm_operator.OlmOperator(module(state="absent"), kube)
+    again = olm_runner.OlmOperator(module(state="absent"), kube)
     again.absent()
     assert not again.changed
 
 
 def test_timeout_explains_what_to_check():
     kube = FakeKube(SERVED)  # no OLM behind it: nothing ever happens
-    op = olm_operator.OlmOperator(module(wait_timeout=0), kube)
-    olm_operator.POLL = 0.01
+    op = olm_runner.OlmOperator(module(wait_timeout=0), kube)
+    olm_runner.POLL = 0.01
     with pytest.raises(GpuaasError) as err:
         op.present()
     assert "timed out" in str(err.value) and "certified-operators" in err.value.hint
@@ -168,14 +168,14 @@ def test_auto_reuses_the_consoles_operator_group_untouched():
     FakeOlm(kube)
     console_namespace(kube)
     kube.add(CONSOLE_OG)
-    op = olm_operator.OlmOperator(module(), kube)
+    op = olm_runner.OlmOperator(module(), kube)
     result = op.present()
     assert result["operator_group"] == {"name": NS + "-7xk2p", "action": "reuse"}
     groups = [k for k in kube.objects if k[0] == "OperatorGroup"]
     assert groups == [("OperatorGroup", NS, NS + "-7xk2p")]
     assert kube.objects[groups[0]] == dict(CONSOLE_OG, metadata=dict(CONSOLE_OG["metadata"]))  # not written
     assert result["csv"]["phase"] == "Succeeded" and op.warnings == []
-    again = olm_operator.OlmOperator(module(), kube)
+    again = olm_runner.OlmOperator(module(), kube)
     again.present()
     assert not again.changed, again.actions
 
@@ -185,7 +185,7 @@ def test_reused_operator_group_with_other_targets_is_a_warning_not_a_change():
     FakeOlm(kube)
     console_namespace(kube)
     kube.add(dict(CONSOLE_OG, spec={}))  # AllNamespaces
-    op = olm_operator.OlmOperator(module(), kube)
+    op = olm_runner.OlmOperator(module(), kube)
     op.present()
     assert len(op.warnings) == 1 and "all namespaces" in op.warnings[0] and NS in op.warnings[0]
     assert kube.objects[("OperatorGroup", NS, NS + "-7xk2p")]["spec"] == {}
@@ -196,7 +196,7 @@ def test_operator_group_none_never_reads_or_writes_them(mode):
     kube = FakeKube(SERVED)
     FakeOlm(kube)
     console_namespace(kube)
-    olm_operator.OlmOperator(module(operator_group=mode), kube).present()
+    olm_runner.OlmOperator(module(operator_group=mode), kube).present()
     assert not [c for c in kube.calls if c[1] == "OperatorGroup"]
 
 
@@ -208,7 +208,7 @@ def test_every_problem_is_reported_at_once_and_nothing_is_written():
     kube.add({"kind": "Subscription", "metadata": {"name": "gpu-operator-certified-console", "namespace": NS},
               "spec": {"name": "gpu-operator-certified"}})
     with pytest.raises(GpuaasError) as err:
-        olm_operator.OlmOperator(module(subscription_config={"nodeSelector": {}, "replicas": 2}), kube).present()
+        olm_runner.OlmOperator(module(subscription_config={"nodeSelector": {}, "replicas": 2}), kube).present()
     text = str(err.value)
     assert len(err.value.problems) == 3, err.value.problems
     assert "subscription_config.replicas" in text
@@ -220,7 +220,7 @@ def test_every_problem_is_reported_at_once_and_nothing_is_written():
 def test_an_unknown_operator_group_mode_is_refused():
     kube = FakeKube(SERVED)
     with pytest.raises(GpuaasError) as err:
-        olm_operator.OlmOperator(module(operator_group="adopt"), kube).present()
+        olm_runner.OlmOperator(module(operator_group="adopt"), kube).present()
     assert "'adopt' is not one of auto, create, reuse, none" in str(err.value)
     assert kube.writes == []
 
@@ -229,7 +229,7 @@ def test_reuse_without_an_operator_group_is_refused():
     kube = FakeKube(SERVED)
     console_namespace(kube)
     with pytest.raises(GpuaasError) as err:
-        olm_operator.OlmOperator(module(operator_group="reuse"), kube).present()
+        olm_runner.OlmOperator(module(operator_group="reuse"), kube).present()
     assert "no OperatorGroup to reuse" in str(err.value)
     assert kube.writes == []
 
@@ -239,23 +239,23 @@ def test_labels_on_a_foreign_namespace_do_not_take_it_over():
     FakeOlm(kube)
     console_namespace(kube, {"team": "gpu"})
     labels = {"openshift.io/cluster-monitoring": "true"}
-    op = olm_operator.OlmOperator(module(namespace_labels=labels), kube)
+    op = olm_runner.OlmOperator(module(namespace_labels=labels), kube)
     op.present()
     live = kube.objects[("Namespace", None, NS)]["metadata"]["labels"]
     assert live == {"team": "gpu", "openshift.io/cluster-monitoring": "true"}  # no managed-by label
     assert any(a == "labelled Namespace %s" % NS for a in op.actions)
-    again = olm_operator.OlmOperator(module(namespace_labels=labels), kube)
+    again = olm_runner.OlmOperator(module(namespace_labels=labels), kube)
     again.present()
     assert not again.changed, again.actions
     # state=absent delete_namespace=true never deletes a namespace the collection did not create
-    olm_operator.OlmOperator(module(state="absent", delete_namespace=True), kube).absent()
+    olm_runner.OlmOperator(module(state="absent", delete_namespace=True), kube).absent()
     assert ("Namespace", None, NS) in kube.objects
 
 
 def test_new_namespace_gets_the_labels_and_the_ownership_label():
     kube = FakeKube(SERVED)
     FakeOlm(kube)
-    olm_operator.OlmOperator(module(namespace_labels={"openshift.io/cluster-monitoring": "true"}), kube).present()
+    olm_runner.OlmOperator(module(namespace_labels={"openshift.io/cluster-monitoring": "true"}), kube).present()
     assert kube.objects[("Namespace", None, NS)]["metadata"]["labels"] == {
         "app.kubernetes.io/managed-by": "gpuaas.platform", "openshift.io/cluster-monitoring": "true"}
 
@@ -285,12 +285,12 @@ def test_resolution_failed_stops_after_the_grace_not_the_wait_timeout(monkeypatc
     kube = FakeKube(SERVED)
     UnresolvableOlm(kube)
     clock = [1000.0]
-    monkeypatch.setattr(olm_operator.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(olm_operator.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
-    op = olm_operator.OlmOperator(module(channel="v0.0", wait_timeout=1200), kube)
+    monkeypatch.setattr(olm_runner.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(olm_runner.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    op = olm_runner.OlmOperator(module(channel="v0.0", wait_timeout=1200), kube)
     with pytest.raises(GpuaasError) as err:
         op.present()
-    assert 30 <= clock[0] - 1000.0 <= 30 + olm_operator.POLL  # the grace, not the 1,200 s wait_timeout
+    assert 30 <= clock[0] - 1000.0 <= 30 + olm_runner.POLL  # the grace, not the 1,200 s wait_timeout
     text = str(err.value)
     for word in ("gpu-operator-certified", "channel v0.0", "openshift-marketplace/certified-operators",
                  "ResolutionFailed ConstraintsNotSatisfiable", UNSATISFIABLE,
@@ -300,10 +300,10 @@ def test_resolution_failed_stops_after_the_grace_not_the_wait_timeout(monkeypatc
 
 
 def test_a_resolution_failure_that_clears_within_the_grace_is_waited_out(monkeypatch):
-    op = olm_operator.OlmOperator(module(), FakeKube(SERVED))
+    op = olm_runner.OlmOperator(module(), FakeKube(SERVED))
     failed = {"status": {"conditions": [{"type": "ResolutionFailed", "status": "True", "message": "m"}]}}
     clock = [0.0]
-    monkeypatch.setattr(olm_operator.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(olm_runner.time, "monotonic", lambda: clock[0])
     for now, sub in ((0, failed), (25, failed), (27, {}), (28, failed), (57, failed)):
         clock[0] = now
         op.check_resolution(sub)  # cleared at 27 s: the grace starts again at 28 s
@@ -315,8 +315,8 @@ def test_a_resolution_failure_that_clears_within_the_grace_is_waited_out(monkeyp
 def test_the_timeout_message_carries_olms_words():
     kube = FakeKube(SERVED)
     UnresolvableOlm(kube)
-    op = olm_operator.OlmOperator(module(channel="v0.0", wait_timeout=0, resolution_grace=3600), kube)
-    olm_operator.POLL = 0.01
+    op = olm_runner.OlmOperator(module(channel="v0.0", wait_timeout=0, resolution_grace=3600), kube)
+    olm_runner.POLL = 0.01
     with pytest.raises(GpuaasError) as err:
         op.present()
     assert "timed out" in str(err.value) and UNSATISFIABLE in str(err.value)
@@ -358,11 +358,11 @@ def policy(kube):
 def test_operand_created_from_the_example_with_the_settings_over_it_then_unchanged():
     kube = FakeKube(SERVED + [POLICY])
     OperandOlm(kube)
-    result = olm_operator.OlmOperator(module(operand=operand()), kube).present()
+    result = olm_runner.OlmOperator(module(operand=operand()), kube).present()
     assert result["operand"]["mode"] == "create" and result["operand"]["action"] == "created"
     assert policy(kube)["spec"] == dict(EXAMPLE, driver={"enabled": False})
     assert policy(kube)["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpuaas.platform"
-    again = olm_operator.OlmOperator(module(operand=operand()), kube)
+    again = olm_runner.OlmOperator(module(operand=operand()), kube)
     assert again.present()["operand"] == {"kind": "ClusterPolicy", "name": "gpu-cluster-policy", "namespace": None,
                                           "mode": "owned", "action": "unchanged"}
     assert not again.changed, again.actions
@@ -372,7 +372,7 @@ def test_someone_elses_operand_gets_only_the_settings_and_keeps_its_fields():
     kube = FakeKube(SERVED + [POLICY])
     OperandOlm(kube)
     hand_made_policy(kube, {"dcgm": {"enabled": False}, "daemonsets": {"priorityClassName": "tuned"}})
-    op = olm_operator.OlmOperator(module(operand=operand()), kube)
+    op = olm_runner.OlmOperator(module(operand=operand()), kube)
     result = op.present()
     assert result["operand"]["mode"] == "merge" and result["operand"]["action"] == "updated"
     # the hand-tuned fields and the example's other fields: untouched; the setting: merged; no ownership label
@@ -381,7 +381,7 @@ def test_someone_elses_operand_gets_only_the_settings_and_keeps_its_fields():
     assert "labels" not in policy(kube)["metadata"]
     apply_calls = [c for c in kube.calls if c[0] == "apply" and c[1] == "ClusterPolicy"]
     assert len(apply_calls) == 1
-    again = olm_operator.OlmOperator(module(operand=operand()), kube)
+    again = olm_runner.OlmOperator(module(operand=operand()), kube)
     assert again.present()["operand"]["action"] == "unchanged"
     assert not again.changed, again.actions
 
@@ -396,7 +396,7 @@ def test_a_conflict_on_someone_elses_operand_names_the_fields_and_the_adopt_vari
         [{"type": "FieldManagerConflict", "message": 'conflict with "Mozilla" using nvidia.com/v1',
           "field": ".spec.driver.enabled"}])
     with pytest.raises(GpuaasError) as err:
-        olm_operator.OlmOperator(module(operand=operand()), kube).present()
+        olm_runner.OlmOperator(module(operand=operand()), kube).present()
     assert err.value.problems == ['.spec.driver.enabled: conflict with "Mozilla" using nvidia.com/v1']
     assert "gpuaas_gpu_operator_cluster_policy_adopt: true" in err.value.hint
     assert "nothing was written" in err.value.message
@@ -407,7 +407,7 @@ def test_adopt_labels_the_operand_and_applies_the_example_with_the_settings():
     kube = FakeKube(SERVED + [POLICY])
     OperandOlm(kube)
     hand_made_policy(kube, {"driver": {"enabled": True}, "daemonsets": {"priorityClassName": "tuned"}})
-    op = olm_operator.OlmOperator(module(operand=operand(adopt=True)), kube)
+    op = olm_runner.OlmOperator(module(operand=operand(adopt=True)), kube)
     assert op.present()["operand"]["mode"] == "adopt"
     assert policy(kube)["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpuaas.platform"
     assert policy(kube)["spec"]["driver"] == {"enabled": False}
@@ -418,6 +418,6 @@ def test_adopt_labels_the_operand_and_applies_the_example_with_the_settings():
 def test_operand_in_check_mode_before_the_operator_is_installed_is_skipped():
     kube = FakeKube(SERVED + [POLICY])
     OperandOlm(kube)
-    result = olm_operator.OlmOperator(module(check=True, operand=operand()), kube).present()
+    result = olm_runner.OlmOperator(module(check=True, operand=operand()), kube).present()
     assert result["operand"]["action"] == "skipped"
     assert kube.objects == {}
