@@ -303,9 +303,11 @@ def test_a_rayjob_runs_cluster_and_submitter_under_quota_and_the_next_waits_unti
     assert not (get_rayjob(kube, second).get("status") or {}).get("rayClusterName"), \
         "KubeRay created a RayCluster for a RayJob Kueue has not admitted"
 
-    ended = wait_until(lambda: get_rayjob(kube, first) if get_rayjob(kube, first).get("status", {}).get(
-                           "jobDeploymentStatus") in ("Complete", "Failed") else None, 150,
-                       "the first RayJob to end")
+    def first_ended():
+        job = get_rayjob(kube, first)
+        return job if job.get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed") else None
+
+    ended = wait_until(first_ended, 150, "the first RayJob to end")
     # the lab's limit, stated rather than hidden: no Ray job exists behind the KWOK head pod
     assert ended["status"]["jobDeploymentStatus"] == "Failed", ended["status"]
     wait_until(lambda: cond(next(iter(workloads_of(kube, uid)), None), "Finished").get("status") == "True", 60,

@@ -87,7 +87,7 @@ def test_manual_approves_exactly_the_pinned_plan():
     kube = FakeKube(SERVED)
     FakeOlm(kube)
     op = olm_runner.OlmOperator(module(install_plan_approval="Manual",
-                                         starting_csv="gpu-operator-certified.v25.3.0"), kube)
+                                       starting_csv="gpu-operator-certified.v25.3.0"), kube)
     result = op.present()
     assert result["install_plan"]["action"] == "approve"
     assert any(a.startswith("approved InstallPlan nvidia-gpu-operator/install-1") for a in op.actions)
@@ -101,7 +101,7 @@ def test_manual_refuses_a_plan_for_another_csv():
     kube.hooks.insert(0, lambda kind, obj: obj["spec"].update(startingCSV="gpu-operator-certified.v25.10.0")
                       if kind == "Subscription" and "status" not in obj else None)
     op = olm_runner.OlmOperator(module(install_plan_approval="Manual",
-                                         starting_csv="gpu-operator-certified.v25.3.0"), kube)
+                                       starting_csv="gpu-operator-certified.v25.3.0"), kube)
     with pytest.raises(GpuaasError) as err:
         op.present()
     assert "not the pinned gpu-operator-certified.v25.3.0" in str(err.value)
