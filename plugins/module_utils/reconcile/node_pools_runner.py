@@ -90,9 +90,11 @@ class NodePoolsRunner:
         if p.get("check_templates", True):
             self.check_templates(model)
         # Validation and the template check only read: a refused run writes nothing, not even the lock. The
-        # credential is read under the lock, as in the tenants run, so both see the same token.
+        # credential is read under the lock, as in the tenants run, so both see the same token. A run without pools
+        # and without prune writes nothing at all (it only reports drift): it takes no lock, so the tenants run after
+        # it in the role can still refuse with nothing written.
         engine = ApplyEngine(self.client, check_mode=self.check_mode)
-        if self.run_lock.take():
+        if (model.node_pools or p.get("prune")) and self.run_lock.take():
             engine.confirm_lock = self.run_lock.confirm  # before each apply tier and before prune
         # the credentials only serve the pools' triggers: without pools they are not read (a token file may be slow
         # to read, and the tenants module reads it again under its run lock)

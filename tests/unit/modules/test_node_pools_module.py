@@ -180,3 +180,12 @@ def test_the_lock_uses_the_client_given_after_construction():
     runner = NodePoolsRunner(None, params())
     runner.client = kube
     assert runner.run()["lock"]["lease"] == "Lease kube-system/gpuaas-tenants"
+
+
+def test_a_run_without_pools_and_without_prune_takes_no_lock():
+    """It only reports drift: no write at all, not even the Lease (the tenants run after it may refuse with nothing
+    written — tests/integration/test_brownfield.py checks that on the audit log)."""
+    kube = FakeKube(SERVED)
+    out = NodePoolsRunner(kube, dict(params(pools=False), allow_overcommit=True)).run()
+    assert "lock" not in out and kube.writes == []
+    assert not [c for c in kube.calls if c[1] == "Lease"]
