@@ -572,7 +572,8 @@ def test_a_prometheus_migration_converges_in_one_run(installed, lab, run_playboo
     (before: `apply ScaledObject ... is forbidden: ... may only be sent to the platform Prometheus (none configured)`
     the first time)."""
     without = inventory(lab)
-    del without["gpuaas_prometheus"]
+    # extra vars cannot remove the lab inventory's gpuaas_prometheus, only override it: an empty one is "not set"
+    without["gpuaas_prometheus"] = {}
     for tenant in without["gpuaas_tenants"]:
         tenant.pop("autoscaling", None)
     without["gpuaas_tenants_prune"] = True  # the ScaledObject goes, as it would on a cluster that never had it
