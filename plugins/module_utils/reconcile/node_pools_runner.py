@@ -43,6 +43,7 @@ class NodePoolsRunner:
         self.secret_sink: t.Callable[[str], None] = lambda _value: None
         # The tenants run's Lease: the pools' ScaledObjects and credential live beside the tenants' (run_lock.py).
         self.run_lock = RunLock(client, params, check_mode, self.warnings, sleep=sleep, clock=clock)
+        self.lock_tried = False
 
     def check_templates(self, model: TenantModel) -> None:
         problems = []
@@ -91,11 +92,16 @@ class NodePoolsRunner:
             self.check_templates(model)
         # Validation and the template check only read: a refused run writes nothing, not even the lock. The
         # credential is read under the lock, as in the tenants run, so both see the same token. A run without pools
-        # and without prune writes nothing at all (it only reports drift): it takes no lock, so the tenants run after
-        # it in the role can still refuse with nothing written.
+        # usually writes nothing (it reports drift): it takes no lock unless it writes, so the tenants run after it in
+        # the role can still refuse with nothing written, or report the lock holder itself.
         engine = ApplyEngine(self.client, check_mode=self.check_mode)
-        if (model.node_pools or p.get("prune")) and self.run_lock.take():
-            engine.confirm_lock = self.run_lock.confirm  # before each apply tier and before prune
+        if model.node_pools:
+            if self.run_lock.take():
+                engine.confirm_lock = self.run_lock.confirm  # before each apply tier and before prune
+        else:
+            # no pools: the credential is not read, and the lock is taken only before a first write (pruning a
+            # removed pool's objects); a run with nothing to do writes nothing, not even the lock
+            engine.confirm_lock = self.lock_before_first_write
         # the credentials only serve the pools' triggers: without pools they are not read (a token file may be slow
         # to read, and the tenants module reads it again under its run lock)
         prom = model.prometheus
@@ -128,6 +134,13 @@ class NodePoolsRunner:
         if lock:
             out["lock"] = lock
         return out
+
+    def lock_before_first_write(self, before: str) -> None:
+        """The engine's confirm_lock hook of a run without pools: take the lock at the first write, then confirm."""
+        if self.run_lock.lease is None and not self.lock_tried:
+            self.lock_tried = True
+            self.run_lock.take()
+        self.run_lock.confirm(before)
 
     def kept_objects(self, scope: PruneScope, desired: t.Sequence[t.Mapping[str, t.Any]]) -> t.List[t.Dict[str, t.Any]]:
         """Owned pool objects that prune would delete, listed (and warned about) instead of deleted."""

@@ -189,3 +189,19 @@ def test_a_run_without_pools_and_without_prune_takes_no_lock():
     out = NodePoolsRunner(kube, dict(params(pools=False), allow_overcommit=True)).run()
     assert "lock" not in out and kube.writes == []
     assert not [c for c in kube.calls if c[1] == "Lease"]
+
+
+def test_a_run_without_pools_that_prunes_takes_the_lock_only_before_it_deletes():
+    kube = FakeKube(SERVED)
+    kube.add(machineset({"gpuaas.io/pool": "h100"}))
+    NodePoolsRunner(kube, params()).run()  # a pool's objects, then the pool leaves the inventory
+    nothing_to_do = dict(params(pools=False), allow_overcommit=True, prune=True)
+    kube.reset_calls()
+    out = NodePoolsRunner(kube, nothing_to_do).run()
+    assert [d["name"] for d in out["deleted"]] == ["gpuaas-pool-h100"] and out["lock"]
+    creates = [i for i, c in enumerate(kube.calls) if c[0] == "create" and c[1] == "Lease"]
+    deletes = [i for i, c in enumerate(kube.calls) if c[0] == "delete" and c[1] == "ScaledObject" and not c[4]]
+    assert creates and deletes and creates[0] < deletes[0]
+    kube.reset_calls()
+    again = NodePoolsRunner(kube, nothing_to_do).run()  # nothing left to prune: no write, no lock
+    assert "lock" not in again and not [c for c in kube.calls if c[1] == "Lease"]
