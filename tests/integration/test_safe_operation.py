@@ -299,7 +299,8 @@ def test_concurrent_runs_wait_or_fail_with_the_lock_message_and_prune_nothing_by
         # run 3: the same inventory as run 1 (no FIFO), waiting for the lock (bounded)
         third = pool.submit(run_playbook, TENANTS_PLAYBOOK,
                             extra_vars=inventory(names + [new], gpuaas_tenants_lock_wait=120), timeout=300)
-        time.sleep(5)
+        # long enough for run 3 to get through its validation and node pools task to the lock, on a loaded machine too
+        time.sleep(20)
         assert _lease_holder(lab) == holder and not third.done()  # run 1 still holds it; run 3 waits
         _feed_fifo(fifo, b"lab-token\n", 60)
         first_run = first.result(timeout=240)
