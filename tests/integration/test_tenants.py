@@ -133,11 +133,14 @@ def converged(run_playbook, kube, lab):
     cleanup_prefixed(kube, lab)
 
 
+# 41 objects of the lab inventory + the policy and binding gpuaas-namespace-labels (issue 22 item 1): the count
+# tests/unit/module_utils/test_tenancy_output_unchanged.py also gives the lab inventory
+LAB_INVENTORY_OBJECTS = 43
+
+
 def test_example_inventory_converges_and_second_run_is_noop(converged, run_playbook, kube, lab):
     result = module_result(converged)
-    # 41 objects of the lab inventory + the policy and binding gpuaas-namespace-labels (issue 22 item 1): the same count
-    # as tests/unit/module_utils/test_tenancy_output_unchanged.py gives the lab inventory (43)
-    assert result["objects"] == 43
+    assert result["objects"] == LAB_INVENTORY_OBJECTS
     assert result["capacity"]["h100"] == {"nvidia.com/gpu": "16"}
     cq = kube.resources.get(api_version="kueue.x-k8s.io/%s" % lab.kueue_api, kind="ClusterQueue").get(name="nlp")
     assert cq.spec.namespaceSelector.matchLabels["gpuaas.io/tenant"] == "nlp"
@@ -149,7 +152,7 @@ def test_example_inventory_converges_and_second_run_is_noop(converged, run_playb
     assert second.rc == 0, second.explain()
     assert second.changed == 0, second.explain()
     again = module_result(second)
-    assert again["summary"] == {"created": 0, "updated": 0, "unchanged": 41, "deleted": 0}
+    assert again["summary"] == {"created": 0, "updated": 0, "unchanged": LAB_INVENTORY_OBJECTS, "deleted": 0}
     # nothing to change: LISTs only, not one request per object
     assert again["requests"]["apply"] == 0 and again["requests"]["get"] == 0
     assert again["requests"]["list"] < 20
