@@ -11,7 +11,8 @@ provisioning 2 s, Jobs of --job-seconds.
 
     source .lab-pools/env && make collection && .venv/bin/python bench/node_pools.py --cycles 5
 
-Prints one line per cycle and a summary (min / median / max) as a Markdown table.
+Prints one line per cycle and a summary (min / median / max) as a Markdown table, and writes every cycle's figures
+with the machine, load and commit to bench/results/node-pools-<kind>.json (--out).
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 import test_node_pools as T  # noqa: E402  (the test's pool, inventory and helpers)
+sys.path.insert(0, str(REPO / "bench"))
+import results_meta  # noqa: E402
 from conftest import _lab_from_env  # noqa: E402
 
 
@@ -85,7 +88,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cycles", type=int, default=5)
     ap.add_argument("--job-seconds", type=int, default=8)
+    ap.add_argument("--out", default=str(REPO / "bench" / "results"), help="directory of node-pools-<kind>.json")
     args = ap.parse_args()
+    meta = results_meta.start(sys.argv)
     lab = _lab_from_env()
     env = T.Lab(lab)
     f = env.flavour
@@ -112,6 +117,11 @@ def main() -> int:
         sim.wait(10)
         log.close()
         T.cleanup(env, f)
+    keys = ("admission_to_first_ready", "admission_to_all_ready", "completion_to_gone")
+    doc = results_meta.finish(meta, runs=len(rows), figures={k: [round(r[k], 2) for r in rows] for k in keys},
+                              extra={"kind": f.kind, "flavour": os.environ.get("LAB_FLAVOR", "kubernetes"),
+                                     "job_seconds": args.job_seconds, "per_cycle": rows})
+    results_meta.write(Path(args.out) / ("node-pools-%s.json" % f.kind.lower()), doc)
     print("\n| figure (%d cycles, %s) | min s | median s | max s |\n|---|---:|---:|---:|" % (len(rows), f.kind))
     for key, label in (("admission_to_first_ready", "last admission -> first pool node Ready"),
                        ("admission_to_all_ready", "last admission -> all 4 pool nodes Ready"),

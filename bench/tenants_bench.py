@@ -4,24 +4,32 @@
 
 For each tenant count N (2 namespaces per tenant, added to the lab's example tenancy) and in the same run:
 
-  role     ansible-playbook playbooks/tenants.yml (one gpuaas.platform.tenants module call)
-  kubectl  kubectl apply --server-side of the very same rendered objects (one object at a time, as kubectl does)
+  role     ansible-playbook playbooks/tenants.yml (one gpuaas.platform.tenants module call, 8 apply workers)
+  kubectl  kubectl apply --server-side of the very same rendered objects, parallelised the way a user would:
+           the objects split into --kubectl-parallel files per tier (cluster-scoped first, then namespaced) and
+           ``ls tier/*.yaml | xargs -P <parallel> -n 1 kubectl apply --server-side -f`` (parallel = the module's
+           8 workers by default)
   naive    a playbook with one kubernetes.core.k8s (server-side apply) task execution per object
 
 each (a) from empty, (b) re-run with nothing to change, (c) check mode with diff (one quota changed;
-kubectl: ``kubectl diff --server-side``). Peak RSS of the module process is measured by running the module
-through a tiny interpreter wrapper (getrusage of the child). Between variants the bench tenants are removed
+kubectl: ``kubectl diff --server-side`` the same way). Peak RSS of the module process is measured by running the
+module through a tiny interpreter wrapper (getrusage of the child). Between variants the bench tenants are removed
 with the role itself (``gpuaas_delete_namespaces``) and the bench waits until their namespaces are gone.
+--runs repeats the whole sequence; the results file (bench/results/tenants-<label>.json) holds every run's value,
+mean and min-max per figure, the machine, the load average before and after, the commit and the date
+(bench/results_meta.py).
 
-Usage (lab env sourced; `make bench BENCH_ARGS="--tenants 10,100,500"`):
-  python bench/tenants_bench.py --tenants 10,100,500 --naive-max 10 --out docs/benchmarks.md
+Usage (lab env sourced; `make bench BENCH_ARGS="--tenants 10,100 --runs 3"`):
+  python bench/tenants_bench.py --tenants 10,100 --runs 3 --label 2026-12-02
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -29,6 +37,9 @@ import time
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_meta  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "playbooks" / "inventory" / "lab"
@@ -151,6 +162,38 @@ class Runner:
             raise RuntimeError("kubectl %s failed (rc=%s): %s" % (" ".join(args), proc.returncode, proc.stderr[-3000:]))
         return round(wall, 2)
 
+    def kubectl_parallel(self, verb: str, tiers: list[Path], parallel: int) -> float:
+        """Wall of ``ls tier/*.yaml | xargs -P parallel -n 1 kubectl <verb> --server-side -f`` for each tier in turn
+        (namespaces and other cluster-scoped objects before the namespaced ones, as a user must order them)."""
+        kubectl = [kubectl_bin(), "--context", "lab-admin", verb, "--server-side", "--field-manager=kubectl-bench",
+                   "--force-conflicts", "-f"]
+        # kubectl diff exits 1 when it found a difference: that is the expected answer, not a failure
+        inner = "%s \"$1\"; rc=$?; [ $rc -le %d ] || exit $rc" % (" ".join(shlex.quote(x) for x in kubectl),
+                                                                 1 if verb == "diff" else 0)
+        start = time.monotonic()
+        for tier in tiers:
+            cmd = "ls %s/*.yaml | xargs -P %d -n 1 sh -c %s _" % (shlex.quote(str(tier)), parallel, shlex.quote(inner))
+            proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, check=False)
+            if proc.returncode:
+                raise RuntimeError("%s failed (rc=%s): %s" % (cmd, proc.returncode, proc.stderr[-3000:]))
+        return round(time.monotonic() - start, 2)
+
+
+def split_tiers(objs: list[dict], directory: Path, parallel: int) -> list[Path]:
+    """The objects as ``parallel`` files per tier: cluster-scoped (namespaces first), then namespaced."""
+    tiers = []
+    for index, members in enumerate(([o for o in objs if not o["metadata"].get("namespace")],
+                                     [o for o in objs if o["metadata"].get("namespace")])):
+        tier = directory / ("tier%d" % index)
+        tier.mkdir(parents=True, exist_ok=True)
+        for old in tier.glob("*.yaml"):
+            old.unlink()
+        size = max(1, math.ceil(len(members) / parallel))
+        for chunk in range(0, len(members), size):
+            (tier / ("%04d.yaml" % chunk)).write_text(yaml.safe_dump_all(members[chunk:chunk + size], sort_keys=False))
+        tiers.append(tier)
+    return tiers
+
 
 def _duration(dur: dict) -> float | None:
     from datetime import datetime
@@ -222,7 +265,7 @@ def naive(runner: Runner, objs_file: Path, check: bool = False, diff: bool = Fal
 
 
 def bench_one(n: int, runner: Runner, builders, TenantModel, do_naive: bool, do_kubectl: bool,
-              do_role: bool = True) -> dict:
+              do_role: bool = True, parallel: int = 8) -> dict:
     row: dict = {"tenants": n, "namespaces": 2 * n}
     objs = render(builders, TenantModel, n)
     changed = render(builders, TenantModel, n, changed=True)
@@ -243,13 +286,14 @@ def bench_one(n: int, runner: Runner, builders, TenantModel, do_naive: bool, do_
         print("[bench]   role offboard %s" % row["role_offboard"], flush=True)
 
     if do_kubectl:
-        row["kubectl_a"] = {"wall_s": runner.kubectl("apply", "--server-side", "--field-manager=kubectl-bench", "--force-conflicts",
-                                                     "-f", str(f_objs))}
-        row["kubectl_b"] = {"wall_s": runner.kubectl("apply", "--server-side", "--field-manager=kubectl-bench", "--force-conflicts",
-                                                     "-f", str(f_objs))}
-        row["kubectl_c"] = {"wall_s": runner.kubectl("diff", "--server-side", "--field-manager=kubectl-bench", "--force-conflicts",
-                                                     "-f", str(f_changed), ok_codes=(0, 1))}
-        print("[bench]   kubectl a/b/c %s %s %s" % (row["kubectl_a"], row["kubectl_b"], row["kubectl_c"]), flush=True)
+        tiers = split_tiers(objs, runner.workdir / ("kubectl-%d" % n), parallel)
+        tiers_changed = split_tiers(changed, runner.workdir / ("kubectl-%d-changed" % n), parallel)
+        row["kubectl_parallel"] = parallel
+        row["kubectl_a"] = {"wall_s": runner.kubectl_parallel("apply", tiers, parallel)}
+        row["kubectl_b"] = {"wall_s": runner.kubectl_parallel("apply", tiers, parallel)}
+        row["kubectl_c"] = {"wall_s": runner.kubectl_parallel("diff", tiers_changed, parallel)}
+        print("[bench]   kubectl (xargs -P %d) a/b/c %s %s %s" % (parallel, row["kubectl_a"], row["kubectl_b"],
+                                                               row["kubectl_c"]), flush=True)
         row["cleanup_kubectl"] = cleanup(runner)
 
     if do_naive:
@@ -261,64 +305,103 @@ def bench_one(n: int, runner: Runner, builders, TenantModel, do_naive: bool, do_
     return row
 
 
+PHASES = (("a", "(a) from empty"), ("b", "(b) no-op re-run"), ("c", "(c) check + diff"))
+
+
+def figures(rows: list[dict]) -> dict[str, list]:
+    """Per tenant count and phase, every run's role wall, module, kubectl and naive seconds and peak RSS."""
+    out: dict[str, list] = {}
+    for row in rows:
+        for phase, _label in PHASES:
+            role = row.get("role_%s" % phase) or {}
+            for name, value in (("role_wall_s", role.get("wall_s")), ("module_s", role.get("module_s")),
+                                ("module_peak_rss_mb", role.get("peak_rss_mb")),
+                                ("kubectl_s", (row.get("kubectl_%s" % phase) or {}).get("wall_s")),
+                                ("naive_s", (row.get("naive_%s" % phase) or {}).get("wall_s"))):
+                if value is not None:
+                    out.setdefault("%d/%s/%s" % (row["tenants"], phase, name), []).append(value)
+        off = row.get("role_offboard") or {}
+        if off:
+            out.setdefault("%d/offboard/role_wall_s" % row["tenants"], []).append(off.get("wall_s"))
+            out.setdefault("%d/offboard/namespaces_gone_s" % row["tenants"], []).append(off.get("ns_gone_s"))
+    return out
+
+
 def ratio(a, b) -> str:
     if not a or not b:
         return "-"
     return "%.2f×" % (a / b)
 
 
-def markdown(rows: list[dict], command: str) -> str:
-    lines = ["| tenants | objects | phase | role wall s (module s) | kubectl s | naive s | role/kubectl | naive/role | "
-             "module peak RSS MB | API requests (list/get/apply/delete) |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
-    for row in rows:
-        for phase, label in (("a", "(a) from empty"), ("b", "(b) no-op re-run"), ("c", "(c) check + diff")):
-            role = row.get("role_%s" % phase) or {}
-            kub = (row.get("kubectl_%s" % phase) or {}).get("wall_s")
-            nai = (row.get("naive_%s" % phase) or {}).get("wall_s")
-            req = role.get("requests") or {}
-            lines.append("| %d | %d | %s | %s (%s) | %s | %s | %s | %s | %s | %s |" % (
-                row["tenants"], row["objects"], label, role.get("wall_s"), role.get("module_s"),
-                kub if kub is not None else "-", nai if nai is not None else "-",
-                ratio(role.get("wall_s"), kub), ratio(nai, role.get("wall_s")), role.get("peak_rss_mb"),
-                "/".join(str(req.get(k, "-")) for k in ("list", "get", "apply", "delete"))))
-        off = row.get("role_offboard") or {}
-        if not off:
+def markdown(doc: dict) -> str:
+    """Mean (min-max) per figure, one line per tenant count and phase."""
+    fig = doc["figures"]
+
+    def cell(key: str) -> str:
+        f = fig.get(key)
+        if not f or not f.get("runs"):
+            return "-"
+        return "%.2f (%.2f–%.2f)" % (f["mean"], f["min"], f["max"])
+
+    lines = ["| tenants | objects | phase | role wall s | module s | kubectl -P %s s | naive s | role / kubectl | "
+             "module / kubectl | module peak RSS MB | requests list/get/apply/delete |" % doc.get("kubectl_parallel"),
+             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    seen = set()
+    for row in doc["per_run"]:
+        n = row["tenants"]
+        if n in seen:  # one line per tenant count: the figures already hold every run
             continue
-        lines.append("| %d | %d | offboard all bench tenants (drain + delete + namespaces) | %s (%s) | - | - | - | - | %s | %s |" % (
-            row["tenants"], row["objects"], off.get("wall_s"), off.get("module_s"), off.get("peak_rss_mb"),
-            "/".join(str((off.get("requests") or {}).get(k, "-")) for k in ("list", "get", "apply", "delete"))))
-    return "\n".join(lines) + "\n\nCommand: `%s`\n" % command
+        seen.add(n)
+        for phase, label in PHASES:
+            key = "%d/%s/" % (n, phase)
+            role = (fig.get(key + "role_wall_s") or {}).get("mean")
+            module = (fig.get(key + "module_s") or {}).get("mean")
+            kub = (fig.get(key + "kubectl_s") or {}).get("mean")
+            req = (row.get("role_%s" % phase) or {}).get("requests") or {}
+            lines.append("| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                n, row["objects"], label, cell(key + "role_wall_s"), cell(key + "module_s"), cell(key + "kubectl_s"),
+                cell(key + "naive_s"), ratio(role, kub), ratio(module, kub), cell(key + "module_peak_rss_mb"),
+                "/".join(str(req.get(k, "-")) for k in ("list", "get", "apply", "delete"))))
+    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tenants", default="10,100,500", help="comma-separated tenant counts")
-    parser.add_argument("--naive-max", type=int, default=10, help="measure the naive role only up to this count")
+    parser.add_argument("--tenants", default="10,100", help="comma-separated tenant counts")
+    parser.add_argument("--runs", type=int, default=3, help="repeat the whole sequence per tenant count")
+    parser.add_argument("--naive-max", type=int, default=0, help="measure the naive role only up to this count")
     parser.add_argument("--no-kubectl", action="store_true")
     parser.add_argument("--no-role", action="store_true", help="skip the role (e.g. to add naive numbers later)")
-    parser.add_argument("--json", default=str(REPO / "bench" / "results" / "tenants.json"))
-    parser.add_argument("--markdown", default=str(REPO / "bench" / "results" / "tenants.md"))
+    parser.add_argument("--kubectl-parallel", type=int, default=8,
+                        help="xargs -P for the kubectl baseline (default: the module's 8 apply workers)")
+    parser.add_argument("--label", default="run", help="results file bench/results/tenants-<label>.json")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = parser.parse_args()
     if not (REPO / ".build" / "ansible_collections" / "gpuaas" / "platform").exists():
         print("run `make collection` first (make bench does)", file=sys.stderr)
         return 2
     builders, TenantModel = import_collection()
     counts = [int(x) for x in args.tenants.split(",") if x]
+    meta = results_meta.start(sys.argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="tenants-bench-") as tmp:
         runner = Runner(Path(tmp))
         try:
             for n in counts:
-                rows.append(bench_one(n, runner, builders, TenantModel, do_naive=n <= args.naive_max,
-                                      do_kubectl=not args.no_kubectl, do_role=not args.no_role))
-                Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-                Path(args.json).write_text(json.dumps(rows, indent=1))
+                for run in range(args.runs):
+                    row = bench_one(n, runner, builders, TenantModel, do_naive=n <= args.naive_max,
+                                    do_kubectl=not args.no_kubectl, do_role=not args.no_role,
+                                    parallel=args.kubectl_parallel)
+                    row["run"] = run + 1
+                    rows.append(row)
         finally:
             cleanup(runner)
-    command = "python bench/tenants_bench.py " + " ".join(sys.argv[1:])
-    md = markdown(rows, command)
-    Path(args.markdown).write_text(md)
+    doc = results_meta.finish(meta, runs=args.runs, figures=figures(rows), extra={
+        "kubectl_parallel": args.kubectl_parallel, "module_apply_workers": 8, "tenant_counts": counts,
+        "per_run": rows})
+    md = markdown(doc)
+    doc["markdown"] = md
+    results_meta.write(Path(args.out) / ("tenants-%s.json" % args.label), doc)
     print(md)
     return 0
 

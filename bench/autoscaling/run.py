@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,9 @@ from pathlib import Path
 from kubernetes import config, dynamic
 from kubernetes.dynamic.exceptions import NotFoundError
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import results_meta  # noqa: E402  (bench/results_meta.py)
 
 REPO = Path(__file__).resolve().parents[2]
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -97,6 +99,7 @@ def main() -> int:
     ap.add_argument("--polling", type=int, default=5)
     ap.add_argument("--out", default=str(REPO / "bench" / "autoscaling" / "results"))
     args = ap.parse_args()
+    meta = results_meta.start(sys.argv)
     lab = Lab()
     s = uuid.uuid4().hex[:5]
     ns_serve, ns_batch, flavor, cohort = "bas-serve-" + s, "bas-batch-" + s, "bas-h100-" + s, "bas-co-" + s
@@ -222,16 +225,16 @@ def main() -> int:
         return 1
     zero = [c["idle_to_zero_s"] for c in cycles]
     wake = [c["wake_to_admitted_s"] for c in cycles]
-    summary = {
+    summary = results_meta.finish(meta, runs=len(cycles), figures={
+        "idle_to_zero_s": zero, "wake_to_admitted_s": wake,
+        "preemptions_per_wake": [c["preemptions"] for c in cycles]}, extra={
         "cycles": len(cycles), "window_s": args.window, "cooldown_s": args.cooldown, "polling_s": args.polling,
-        "idle_to_zero_s": {"p50": statistics.median(zero), "p95": percentile(zero, 95), "max": max(zero)},
-        "wake_to_admitted_s": {"p50": statistics.median(wake), "p95": percentile(wake, 95), "max": max(wake)},
-        "preemptions_per_wake": {"mean": statistics.mean(c["preemptions"] for c in cycles),
-                                 "values": [c["preemptions"] for c in cycles]},
+        "idle_to_zero_percentiles_s": {"p50": statistics.median(zero), "p95": percentile(zero, 95), "max": max(zero)},
+        "wake_to_admitted_percentiles_s": {"p50": statistics.median(wake), "p95": percentile(wake, 95),
+                                           "max": max(wake)},
         "reasons": sorted({r for c in cycles for r in c["reasons"]}),
-        "machine": "%s, %d CPUs, Python %s" % (platform.platform(), os.cpu_count() or 0, platform.python_version()),
         "per_cycle": cycles,
-    }
+    })
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
