@@ -38,6 +38,9 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_meta  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 LAB_INVENTORY = REPO / "playbooks" / "inventory" / "lab"
 VENV = REPO / ".venv" / "bin"
@@ -140,7 +143,8 @@ def main() -> int:
         print("run `make collection` first", file=sys.stderr)
         return 2
     inventory = write_inventory(Path(args.inventory), args.tenants)
-    result: dict = {"tenants": args.tenants, "label": args.label, "machine": "%s, %d cores" % (os.uname().machine, os.cpu_count())}
+    meta = results_meta.start(sys.argv)
+    result: dict = {"tenants": args.tenants, "label": args.label}
     if args.converge:
         res = playbook(REPO / "playbooks" / "tenants.yml", inventory, {})
         result["converge_s"] = res["wall_s"]
@@ -163,19 +167,18 @@ def main() -> int:
     cpus = [r["cpu_s"] for r in runs]
     result.update({
         "walls_s": walls, "median_s": round(statistics.median(walls), 2), "min_s": min(walls), "max_s": max(walls),
-        "cpu_s": cpus, "cpu_median_s": round(statistics.median(cpus), 2), "load_average": os.getloadavg(),
+        "cpu_s": cpus, "cpu_median_s": round(statistics.median(cpus), 2),
         "command": runs[0]["command"].replace(str(REPO) + "/", ""),
         # median duration of every task over the runs (task order of the first run)
         "tasks_median_s": [(task[0], round(statistics.median(r["tasks"][i][1] or 0 for r in runs), 3))
                            for i, task in enumerate(runs[0]["tasks"])],
         "module": runs[-1]["module"],
     })
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / ("onboard-%s.json" % args.label)).write_text(json.dumps(result, indent=1))
+    result = results_meta.finish(meta, runs=len(walls), figures={"wall_s": walls, "cpu_s": cpus}, extra=result)
+    results_meta.write(Path(args.out) / ("onboard-%s.json" % args.label), result)
     print("[bench] %d tenants in group_vars, onboarding one: median %ss (min %s, max %s) over %d runs; CPU median %ss; load %s"
           % (args.tenants, result["median_s"], result["min_s"], result["max_s"], len(walls), result["cpu_median_s"],
-             " ".join("%.1f" % x for x in result["load_average"])))
+             " ".join("%.1f" % x for x in result["load_average_after"])))
     for task, seconds in result["tasks_median_s"]:
         print("    %6.3f s  %s" % (seconds, task))
     return 0
