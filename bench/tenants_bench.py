@@ -228,7 +228,9 @@ def wait_bench_gone(runner: Runner, timeout: float = 900) -> float:
 
 
 def cleanup(runner: Runner) -> dict:
-    res = runner.playbook(PLAYBOOK, {"gpuaas_delete_namespaces": True, "gpuaas_drain_timeout": 120})
+    # prune is opt-in (gpuaas_tenants_prune): the bench tenants are missing from the inventory and must go
+    res = runner.playbook(PLAYBOOK, {"gpuaas_delete_namespaces": True, "gpuaas_tenants_prune": True,
+                                     "gpuaas_drain_timeout": 120})
     res["ns_gone_s"] = wait_bench_gone(runner)
     return res
 
