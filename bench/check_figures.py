@@ -8,9 +8,10 @@ The rule (stated at the top of docs/benchmarks.md too):
   fenced code blocks and inline code, and not part of a version (``v0.19.2``, ``1.35.4``).
 * A *citation* is an inline-code path that contains ``results/`` and ends in a file name with an extension
   (``bench/results/tenants-2026-12-02.json``); ``{a,b}`` lists and ``<placeholder>`` parts are expanded. It is
-  valid when every file it names exists in the repository: the path from the repository root or, for a path
-  that does not start with ``bench/``, the one file under ``bench/`` whose path ends with it. A file as an
-  earlier commit held it is cited as ``git show <commit>:<path>`` and is valid when git has it.
+  valid when every file it names is in the repository (tracked by git; outside a git work tree, on disk): the
+  path from the repository root or, for a path that does not start with ``bench/``, the one file under ``bench/``
+  whose path ends with it. A file as an earlier commit held it is cited as ``git show <commit>:<path>`` and is
+  valid when git has it.
 * A citation covers the rest of its section: from the line it is on (a heading counts) to the next heading of
   any level. Every line that holds a figure — a table row, a paragraph or list line — must be covered by a valid
   citation above it in its section (or on the line itself).
@@ -22,6 +23,7 @@ A cited file that does not exist fails on its own line, figure or not.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import itertools
 import re
 import subprocess
@@ -63,14 +65,22 @@ def _expand(path: str) -> list[str]:
     return out
 
 
-def _exists(path: str, repo: Path) -> bool:
+def _repo_files(repo: Path) -> list[str]:
+    """The files git tracks (committed or staged), or, outside a git work tree, every file on disk."""
+    proc = subprocess.run(["git", "-C", str(repo), "ls-files"], capture_output=True, text=True, check=False)
+    if proc.returncode == 0 and (repo / ".git").exists():
+        return proc.stdout.splitlines()
+    return [str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file()]
+
+
+def _exists(path: str, files: list[str]) -> bool:
     if path.startswith("/") or ".." in Path(path).parts:
         return False
-    if list(repo.glob(path)):
+    if any(fnmatch.fnmatchcase(f, path) for f in files):
         return True
     if path.startswith("bench/"):
         return False
-    matches = [p for p in (repo / "bench").glob("**/" + path) if p.is_file()]
+    matches = [f for f in files if f.startswith("bench/") and fnmatch.fnmatchcase(f, "*/" + path)]
     return len(matches) == 1 or (len(matches) > 1 and "*" in path)
 
 
@@ -84,11 +94,11 @@ def citations(line: str) -> list[str]:
     return [span for span in _CODE_SPAN.findall(line) if _CITATION.match(span) or _GIT_SHOW.match(span)]
 
 
-def valid(citation: str, repo: Path) -> bool:
+def valid(citation: str, repo: Path, files: list[str]) -> bool:
     shown = _GIT_SHOW.match(citation)
     if shown:
         return _in_git(shown.group(1), shown.group(2), repo)
-    return all(_exists(p, repo) for p in _expand(citation))
+    return all(_exists(p, files) for p in _expand(citation))
 
 
 def figures(line: str) -> list[str]:
@@ -100,6 +110,7 @@ def figures(line: str) -> list[str]:
 
 def check(markdown: str, repo: Path = REPO) -> list[Problem]:
     problems: list[Problem] = []
+    files = _repo_files(repo)
     covered = False
     fenced = False
     for number, line in enumerate(markdown.splitlines(), start=1):
@@ -111,7 +122,7 @@ def check(markdown: str, repo: Path = REPO) -> list[Problem]:
         if _HEADING.match(line):
             covered = False
         cited = citations(line)
-        missing = [c for c in cited if not valid(c, repo)]
+        missing = [c for c in cited if not valid(c, repo, files)]
         for cite in missing:
             problems.append(Problem(number, line, "cites `%s`, which is not in the repository" % cite))
         if cited and not missing:
