@@ -36,8 +36,8 @@ DOC = REPO / "docs" / "benchmarks.md"
 
 _CODE_SPAN = re.compile(r"`([^`]*)`")
 _CITATION = re.compile(r"^[\w./{},<>*+-]*results/[\w./{},<>*+-]*\.[A-Za-z]+$")
-# a version (v0.19.2, 1.35.4, 2.21) is not a figure: no leading "v"/digit-dot, no trailing ".digit"
 _GIT_SHOW = re.compile(r"^git show ([0-9a-f]{7,40}):(\S*results/\S+\.[A-Za-z]+)$")
+# a version (v0.19.2, 1.35.4) is not a figure: no leading "v" or "digit.", no trailing ".digit"
 _DECIMAL = re.compile(r"(?<![\w.])(?<!v)\d+\.\d+(?![\w.]*\d)(?!\.\d)")
 _WITH_UNIT = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:%|×)")
 _FIGURE = re.compile("%s|%s" % (_WITH_UNIT.pattern, _DECIMAL.pattern))
