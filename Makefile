@@ -62,9 +62,10 @@ lab-down:
 lab-status:
 	@LAB_DIR=$(LAB_DIR) bash lab/lab.sh status
 
-# A second, smaller lab beside the first: OpenShift flavour (ClusterVersion, Infrastructure, MachineSet CRDs),
-# Kueue CRDs of a release that serves only v1beta1, no optional controllers, every port +100.
-LAB_VARIANT_ENV = LAB_DIR=$(LAB_VARIANT_DIR) LAB_PORT_OFFSET=$$(( $${LAB_PORT_OFFSET:-0} + 100 )) LAB_COMPONENTS= LAB_FLAVOR=openshift LAB_KUEUE_API=v1beta1
+# A second lab beside the first, every port +100: OpenShift flavour (ClusterVersion, Infrastructure, MachineSet CRDs,
+# OpenShift AI's HardwareProfile) with the real Kueue, installed the OpenShift way — the collection's OLM path against
+# the OLM SIMULATOR, the Red Hat Kueue operand translated by the Kueue operator SIMULATOR (docs/lab.md; issue 23).
+LAB_VARIANT_ENV = LAB_DIR=$(LAB_VARIANT_DIR) LAB_PORT_OFFSET=$$(( $${LAB_PORT_OFFSET:-0} + 100 )) LAB_COMPONENTS=kueue LAB_FLAVOR=openshift
 lab-variant-up: venv
 	@$(LAB_VARIANT_ENV) bash lab/lab.sh up
 
