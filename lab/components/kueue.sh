@@ -193,7 +193,11 @@ start_kueue() {
 }
 
 cmd_sync() { # restart Kueue when the role's ConfigMap changed; no-op otherwise
+  # cheap first look (one kubectl, no Python every 2 s on a shared machine): the ConfigMap's resourceVersion
+  local rv; rv=$(kubectl -n "$CM_NS" get configmap "$CM_NAME" -o jsonpath='{.metadata.resourceVersion}' 2>/dev/null || true)
+  if [ -n "$rv" ] && [ "$rv" = "$(cat "$STATE/configmap.rv" 2>/dev/null)" ] && proc_alive kueue; then return 0; fi
   render_config || { log "ConfigMap $CONFIGMAP is gone: Kueue keeps its last Configuration"; return 0; }
+  echo "$rv" >"$STATE/configmap.rv"
   if cmp -s "$STATE/config.sha256.next" "$STATE/config.sha256" 2>/dev/null && proc_alive kueue; then return 0; fi
   log "ConfigMap $CONFIGMAP changed ($(cut -c1-12 "$STATE/config.sha256.next")): restarting Kueue"
   proc_stop kueue
