@@ -88,7 +88,8 @@ def converged(variant_run_playbook, variant_kube, variant_lab):
         kubectl(variant_lab, "delete", "%s.kueue.x-k8s.io" % kind.lower(), *names, "--ignore-not-found")
 
 
-def test_example_converges_with_profiles_on_the_tenants_local_queues(converged, variant_kube, variant_run_playbook):
+def test_example_converges_with_profiles_on_the_tenants_local_queues(converged, variant_kube, variant_run_playbook,
+                                                                     variant_lab):
     inv, run = converged
     assert run.rc == 0, run.explain()
     llm, ds, fraud = inv["gpuaas_tenants"]
@@ -100,9 +101,10 @@ def test_example_converges_with_profiles_on_the_tenants_local_queues(converged, 
     assert sorted(found) == sorted(
         [(ns, "gpuaas-%s-%s" % (h100, prio)) for ns in llm["namespaces"] for prio in (batch, production)]
         + [(ds["namespaces"][0], "gpuaas-%s" % mig)])
-    lq_api = variant_kube.resources.get(api_version="kueue.x-k8s.io/v1beta1", kind="LocalQueue")
+    kueue_api = "kueue.x-k8s.io/%s" % variant_lab.kueue_api
+    lq_api = variant_kube.resources.get(api_version=kueue_api, kind="LocalQueue")
     wpc = {p["metadata"]["name"] for p in variant_kube.resources.get(
-        api_version="kueue.x-k8s.io/v1beta1", kind="WorkloadPriorityClass").get().to_dict()["items"]}
+        api_version=kueue_api, kind="WorkloadPriorityClass").get().to_dict()["items"]}
     for (ns, name), obj in found.items():
         kueue = obj["spec"]["scheduling"]["kueue"]
         assert obj["spec"]["scheduling"]["type"] == "Queue" and "node" not in obj["spec"]["scheduling"]
