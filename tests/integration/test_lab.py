@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 import urllib.parse
@@ -156,8 +155,9 @@ def test_variant_lab_is_openshift_flavoured_with_kueue_installed_through_olm(var
     # Kueue v0.19's API, as the Red Hat build of Kueue 1.4 (Kueue 0.18) serves it; its real controller runs there
     assert "kueue.x-k8s.io/v1beta2" in versions
     assert variant_lab.kueue_api == "v1beta2"
-    status = subprocess.run(["bash", str(REPO / "lab" / "lab.sh"), "status"], env=dict(os.environ, LAB_DIR=str(variant_lab.dir)),
-                            capture_output=True, text=True, check=False, timeout=120)
+    # lab.sh status with the variant's own environment (its ports, flavour)
+    status = subprocess.run(["bash", "-c", 'source "$1/env" && bash "$2" status', "status", str(variant_lab.dir),
+                             str(REPO / "lab" / "lab.sh")], capture_output=True, text=True, check=False, timeout=120)
     assert "kueue: healthy" in status.stdout and "system:serviceaccount:openshift-kueue-operator:kueue-controller-manager" in status.stdout, status.stdout
     # installed the OpenShift way: the Red Hat operator's Subscription (answered by the OLM SIMULATOR) and its operand
     subs = kubectl(variant_lab, "get", "subscriptions.operators.coreos.com", "-n", "openshift-kueue-operator", "-o", "name").stdout
