@@ -309,8 +309,8 @@ load_crds() {
   [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = kubernetes ] && [ -d "$c/capi" ] && dirs+=("$c/capi")
   local d; for d in "${dirs[@]}"; do kubectl apply --server-side --force-conflicts -f "$d" >/dev/null; done
   # retried: right after a large apply (the workload CRDs are ~12 MB) a CRD may have no status.conditions yet, and
-  # kubectl wait fails on it instead of waiting
-  wait_for "the CRDs to be Established" 120 kubectl wait --for=condition=Established crd --all --timeout=10s
+  # kubectl wait fails on it instead of waiting; 300 s because 8 labs on 2 cores (load 30) took over 120 s
+  wait_for "the CRDs to be Established" 300 kubectl wait --for=condition=Established crd --all --timeout=10s
   if [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = openshift ]; then
     kubectl apply --server-side -f "$LAB_SRC/openshift-objects.yaml" >/dev/null
     kubectl patch clusterversion version --subresource=status --type=merge -p \

@@ -36,57 +36,25 @@ OPERATOR_METRICS=127.0.0.1:$((8082 + OFF)) OPERATOR_HEALTH=127.0.0.1:$((8083 + O
 ADAPTER_PORT=$((6444 + OFF)) ADAPTER_METRICS_PORT=$((8084 + OFF))
 APISERVICE=v1beta1.external.metrics.k8s.io
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-PY=${LAB_PYTHON:-$ROOT/.venv/bin/python}
+COMPONENT=keda
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
 DEPLOYMENT=${LAB_KEDA_DEPLOYMENT:-gpuaas-keda/gpuaas-keda-operator}
 DEP_NS=${DEPLOYMENT%%/*} DEP_NAME=${DEPLOYMENT##*/}
 
-log() { printf '[keda] %s\n' "$*" >&2; }
-kubectl() { "$LAB_BIN/kubectl" "$@"; }
-pidfile() { echo "$LAB_DIR/pids/$1.pid"; }
-alive() { [ -f "$(pidfile "$1")" ] && kill -0 "$(cat "$(pidfile "$1")")" 2>/dev/null; }
 operator_ready() { curl -sf "http://$OPERATOR_HEALTH/readyz" >/dev/null; }
 adapter_serving() { curl -s -o /dev/null --cacert "$LAB_PKI/ca.crt" "https://127.0.0.1:$ADAPTER_PORT/healthz"; }
 apiservice_available() {
   [ "$(kubectl get apiservice "$APISERVICE" -o jsonpath='{.status.conditions[?(@.type=="Available")].status}' 2>/dev/null)" = True ]
 }
-wait_for() { # what seconds process command...
-  local what=$1 end=$(( $(date +%s) + $2 )) proc=$3; shift 3
-  until "$@" >/dev/null 2>&1; do
-    if ! alive "$proc"; then log "$proc exited while waiting for $what; last log lines:"; tail -5 "$LAB_DIR/logs/$proc.log" >&2; return 1; fi
-    [ "$(date +%s)" -lt "$end" ] || { log "timed out waiting for $what (log: $LAB_DIR/logs/$proc.log)"; tail -5 "$LAB_DIR/logs/$proc.log" >&2; return 1; }
-    sleep 0.5
-  done
-}
-
-start() { # name command...
-  local name=$1; shift
-  mkdir -p "$LAB_DIR/logs" "$LAB_DIR/pids"
-  setsid "$@" >"$LAB_DIR/logs/$name.log" 2>&1 </dev/null &
-  echo $! >"$(pidfile "$name")"
-}
-
-stop() { # name
-  local f; f=$(pidfile "$1"); [ -f "$f" ] || return 0
-  local pid; pid=$(cat "$f")
-  kill -TERM "$pid" 2>/dev/null || true
-  local _i; for _i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$f"
-}
 
 make_certs() {
   mkdir -p "$CERTS"
-  cp "$LAB_PKI/ca.crt" "$CERTS/ca.crt"
-  # reuse the pair only while the lab CA that signed it is still the lab CA (a new .lab/pki means a new CA)
-  if [ -f "$CERTS/tls.crt" ] && openssl verify -CAfile "$LAB_PKI/ca.crt" "$CERTS/tls.crt" >/dev/null 2>&1; then return 0; fi
-  local ext="$CERTS/ext.cnf" san="IP:127.0.0.1,DNS:localhost"
-  local s; for s in keda-operator keda-metrics-apiserver; do san="$san,DNS:$s,DNS:$s.keda,DNS:$s.keda.svc,DNS:$s.keda.svc.cluster.local"; done
-  printf 'subjectAltName=%s\nauthorityKeyIdentifier=keyid,issuer\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n' "$san" >"$ext"
-  openssl req -new -newkey rsa:2048 -nodes -keyout "$CERTS/tls.key" -subj "/CN=keda.lab" -out "$CERTS/tls.csr" 2>/dev/null
-  openssl x509 -req -in "$CERTS/tls.csr" -CA "$LAB_PKI/ca.crt" -CAkey "$LAB_PKI/ca.key" -CAcreateserial \
-    -CAserial "$CERTS/ca.srl" -days 3650 -extfile "$ext" -out "$CERTS/tls.crt" 2>/dev/null
-  rm -f "$CERTS/tls.csr" "$ext"
+  cp "$LAB_PKI/ca.crt" "$CERTS/ca.crt"  # KEDA wants ca.crt beside tls.{crt,key} (mutual TLS of its gRPC service)
+  local san="IP:127.0.0.1,DNS:localhost" s
+  for s in keda-operator keda-metrics-apiserver; do san="$san,DNS:$s,DNS:$s.keda,DNS:$s.keda.svc,DNS:$s.keda.svc.cluster.local"; done
+  serving_cert "$CERTS" keda.lab "$san" serverAuth,clientAuth
 }
 
 register_apiservice() {
@@ -119,21 +87,12 @@ register_prometheus() {
 }
 
 bootstrap_install() {
-  # The collection's install path for KEDA, with the lab inventory (no network: local charts, lab post-renderer).
-  local coll="$LAB_DIR/collections/ansible_collections/gpuaas"
-  mkdir -p "$coll"; ln -sfn "$ROOT" "$coll/platform"
-  # The lab has no OLM catalog: on the OpenShift-flavoured lab the collection's Helm path installs it (the OLM path
+  # The lab has no OLM catalog: on the OpenShift-flavoured lab the collection's Helm path installs KEDA (the OLM path
   # is tested against the OLM SIMULATOR, tests/integration/test_install.py). docs/lab.md lists this overlay.
   local platform_args=()
   [ "${LAB_FLAVOR:-kubernetes}" = openshift ] && platform_args=(-e gpuaas_platform=kubernetes)
   log "no Deployment $DEPLOYMENT yet: installing KEDA with the collection (role gpuaas.platform.keda, lab inventory)"
-  ( cd "$ROOT" && PATH="$LAB_BIN:$(dirname "$PY"):$PATH" ANSIBLE_COLLECTIONS_PATH="$LAB_DIR/collections" \
-      LAB_DIR="$LAB_DIR" KUBECONFIG="$LAB_DIR/kubeconfig" K8S_AUTH_KUBECONFIG="$LAB_DIR/kubeconfig" \
-      "$(dirname "$PY")/ansible-playbook" -i "$ROOT/playbooks/inventory/lab" "$HERE/keda/install.yml" \
-      -e gpuaas_helm_post_renderer="$ROOT/tests/integration/files/install/lab_post_renderer.sh" \
-      "${platform_args[@]}" \
-      >"$LAB_DIR/logs/keda-bootstrap.log" 2>&1 ) \
-    || { log "bootstrap install failed (log: $LAB_DIR/logs/keda-bootstrap.log)"; tail -20 "$LAB_DIR/logs/keda-bootstrap.log" >&2; return 1; }
+  run_collection_playbook "$HERE/keda/install.yml" keda-bootstrap "${platform_args[@]}"
 }
 
 read_settings() { # -> $STATE/settings.env.next
@@ -147,11 +106,11 @@ start_operator() {
   kubectl create namespace "$KEDA_NAMESPACE" >/dev/null 2>&1 || true
   # WATCH_NAMESPACE "" = all namespaces; ClusterTriggerAuthentication Secrets are read in KEDA's namespace.
   ( export WATCH_NAMESPACE KEDA_CLUSTER_OBJECT_NAMESPACE=$KEDA_NAMESPACE POD_NAMESPACE=$KEDA_NAMESPACE
-    start keda-operator "$BIN/keda" --leader-elect=false --zap-log-level=info --zap-encoder=console \
+    proc_start keda-operator "$BIN/keda" --leader-elect=false --zap-log-level=info --zap-encoder=console \
       --metrics-bind-address="$OPERATOR_METRICS" --health-probe-bind-address="$OPERATOR_HEALTH" \
       --metrics-service-bind-address="$GRPC" --cert-dir="$CERTS" --enable-cert-rotation=false \
       --ca-dir="$CERTS" --enable-webhook-patching=false --enable-apiservice-patching=false )
-  wait_for "the operator's readyz on $OPERATOR_HEALTH" 90 keda-operator operator_ready || return 1
+  proc_wait keda-operator "the operator's readyz on $OPERATOR_HEALTH" 90 operator_ready || return 1
   mv "$STATE/settings.env.next" "$STATE/settings.env"
 }
 
@@ -159,20 +118,20 @@ start_adapter() { # the metrics apiserver, with the same settings as the operato
   # shellcheck disable=SC1091
   source "$STATE/settings.env"
   ( export WATCH_NAMESPACE KEDA_CLUSTER_OBJECT_NAMESPACE=$KEDA_NAMESPACE POD_NAMESPACE=$KEDA_NAMESPACE
-    start keda-metrics-apiserver "$BIN/keda-adapter" --secure-port="$ADAPTER_PORT" --bind-address=127.0.0.1 \
+    proc_start keda-metrics-apiserver "$BIN/keda-adapter" --secure-port="$ADAPTER_PORT" --bind-address=127.0.0.1 \
       --cert-dir="$CERTS" --tls-cert-file="$CERTS/tls.crt" --tls-private-key-file="$CERTS/tls.key" \
       --metrics-service-address="$GRPC" --port="$ADAPTER_METRICS_PORT" \
       --lister-kubeconfig="$KUBECONFIG" --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
       --zap-log-level=info --zap-encoder=console )
-  wait_for "the metrics apiserver on 127.0.0.1:$ADAPTER_PORT" 90 keda-metrics-apiserver adapter_serving
+  proc_wait keda-metrics-apiserver "the metrics apiserver on 127.0.0.1:$ADAPTER_PORT" 90 adapter_serving
 }
 
 cmd_sync() { # restart the operator when the role's settings changed
   read_settings || { log "Deployment $DEPLOYMENT is gone: KEDA keeps its last settings"; return 0; }
-  if cmp -s "$STATE/settings.env.next" "$STATE/settings.env" 2>/dev/null && alive keda-operator; then return 0; fi
+  if cmp -s "$STATE/settings.env.next" "$STATE/settings.env" 2>/dev/null && proc_alive keda-operator; then return 0; fi
   log "KEDA settings of $DEPLOYMENT changed ($(tr '\n' ' ' <"$STATE/settings.env.next")): restarting the operator and the metrics apiserver"
-  stop keda-metrics-apiserver
-  stop keda-operator
+  proc_stop keda-metrics-apiserver
+  proc_stop keda-operator
   start_operator || { log "the KEDA operator did not come back (log: $LAB_DIR/logs/keda-operator.log)"; return 1; }
   start_adapter || { log "the KEDA metrics apiserver did not come back (log: $LAB_DIR/logs/keda-metrics-apiserver.log)"; return 1; }
 }
@@ -184,17 +143,11 @@ cmd_watch() {
   done
 }
 
-stop_watcher() {
-  local f; f=$(pidfile keda-settings-watch)
-  # the watcher is a session leader (setsid): end its whole group, an in-flight sync included
-  if [ -f "$f" ]; then kill -TERM -- "-$(cat "$f")" 2>/dev/null || kill -TERM "$(cat "$f")" 2>/dev/null || true; rm -f "$f"; fi
-}
-
 cmd_up() {
   if [ ! -x "$BIN/keda" ] || [ ! -x "$BIN/keda-adapter" ]; then
     log "not built: $BIN/keda{,-adapter} missing (run: bash lab/lab.sh build)"; return 1
   fi
-  if alive keda-operator && alive keda-metrics-apiserver && operator_ready && apiservice_available; then
+  if proc_alive keda-operator && proc_alive keda-metrics-apiserver && operator_ready && apiservice_available; then
     log "already running"; register_prometheus; return 0
   fi
   cmd_down
@@ -210,27 +163,27 @@ EOF
   start_operator || { cmd_down; return 1; }
   start_adapter || { cmd_down; return 1; }
   register_apiservice
-  wait_for "APIService $APISERVICE to be Available" 60 keda-metrics-apiserver apiservice_available || { cmd_down; return 1; }
+  proc_wait keda-metrics-apiserver "APIService $APISERVICE to be Available" 60 apiservice_available || { cmd_down; return 1; }
   register_prometheus
   setsid bash "$HERE/keda.sh" watch >/dev/null 2>&1 </dev/null &
-  echo $! >"$(pidfile keda-settings-watch)"
-  log "KEDA $KEDA_VERSION up (operator pid $(cat "$(pidfile keda-operator)"), settings of $DEPLOYMENT: $(tr '\n' ' ' <"$STATE/settings.env"), metrics apiserver pid $(cat "$(pidfile keda-metrics-apiserver)"), APIService $APISERVICE Available)"
+  echo $! >"$(proc_pidfile keda-settings-watch)"
+  log "KEDA $KEDA_VERSION up (operator pid $(cat "$(proc_pidfile keda-operator)"), settings of $DEPLOYMENT: $(tr '\n' ' ' <"$STATE/settings.env"), metrics apiserver pid $(cat "$(proc_pidfile keda-metrics-apiserver)"), APIService $APISERVICE Available)"
 }
 
 cmd_down() {
-  stop_watcher
+  proc_stop_group keda-settings-watch
   if [ -f "$KUBECONFIG" ]; then
     kubectl delete --ignore-not-found --wait=false apiservice "$APISERVICE" >/dev/null 2>&1 || true
   fi
-  stop keda-metrics-apiserver
-  stop keda-operator
+  proc_stop keda-metrics-apiserver
+  proc_stop keda-operator
   rm -f "$LAB_DIR/prometheus/targets/keda.json"
 }
 
 cmd_status() {
   local bad=""
-  alive keda-operator || bad="$bad operator not running;"
-  alive keda-metrics-apiserver || bad="$bad metrics apiserver not running;"
+  proc_alive keda-operator || bad="$bad operator not running;"
+  proc_alive keda-metrics-apiserver || bad="$bad metrics apiserver not running;"
   [ -n "$bad" ] || operator_ready || bad="$bad operator readyz fails;"
   [ -n "$bad" ] || apiservice_available || bad="$bad APIService $APISERVICE not Available;"
   if [ -n "$bad" ]; then bad=${bad# }; echo "keda: unhealthy (${bad%;})"; return 1; fi

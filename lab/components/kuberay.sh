@@ -22,18 +22,17 @@
 set -euo pipefail
 : "${LAB_DIR:?}" "${LAB_CACHE:?}" "${KUBECONFIG:?}" "${KUBERAY_VERSION:?}"
 LAB_BIN=${LAB_BIN:-$LAB_DIR/bin}
+COMPONENT=kuberay
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 BIN=$LAB_CACHE/kuberay-$KUBERAY_VERSION/bin/ray-operator
 SHARE=$LAB_CACHE/kuberay-$KUBERAY_VERSION/share
 STATE=$LAB_DIR/kuberay
-PIDFILE=$LAB_DIR/pids/kuberay.pid
-LOG=$LAB_DIR/logs/kuberay.log
 OFF=${LAB_PORT_OFFSET:-0}  # lab.sh moves every port by LAB_PORT_OFFSET (a second lab beside the first)
 METRICS_PORT=$((8088 + OFF)) HEALTH_PORT=$((8089 + OFF))
 NS=ray-system SA=kuberay-operator
 
-log() { printf '[kuberay] %s\n' "$*" >&2; }
-kubectl() { "$LAB_BIN/kubectl" "$@"; }
-alive() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
 ready() { curl -sf "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null; }
 
 v1beta1_variant() { [ "${LAB_KUEUE_API:-v1beta2}" = v1beta1 ]; }
@@ -57,37 +56,13 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kuberay-
 subjects:
 - {kind: ServiceAccount, name: $SA, namespace: $NS}
 EOF
-  local token server ca
-  token=$(kubectl -n "$NS" create token "$SA" --duration=8760h)
-  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-  ca=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
-  (
-    umask 077
-    cat >"$STATE/kuberay.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: lab, cluster: {server: '$server', certificate-authority: '$ca'}}]
-users: [{name: kuberay, user: {token: '$token'}}]
-contexts: [{name: kuberay, context: {cluster: lab, user: kuberay}}]
-current-context: kuberay
-EOF
-  )
+  sa_kubeconfig "$NS" "$SA" "$STATE/kuberay.kubeconfig"
 }
 
 register_prometheus() {
   mkdir -p "$LAB_DIR/prometheus/targets"
   printf '[{"targets": ["127.0.0.1:%s"], "labels": {"job": "kuberay-operator"}}]\n' "$METRICS_PORT" \
     >"$LAB_DIR/prometheus/targets/kuberay.json"
-}
-
-stop_operator() {
-  if [ -f "$PIDFILE" ]; then
-    local pid; pid=$(cat "$PIDFILE")
-    kill -TERM "$pid" 2>/dev/null || true
-    local _i; for _i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    rm -f "$PIDFILE"
-  fi
 }
 
 cmd_up() {
@@ -97,36 +72,29 @@ cmd_up() {
     return 0
   fi
   [ -x "$BIN" ] || { log "not built: $BIN missing (run: bash lab/lab.sh build kuberay)"; return 1; }
-  if alive && ready; then log "already running (pid $(cat "$PIDFILE"))"; register_prometheus; return 0; fi
+  if proc_alive kuberay && ready; then log "already running (pid $(cat "$(proc_pidfile kuberay)"))"; register_prometheus; return 0; fi
   cmd_down
-  mkdir -p "$STATE" "$LAB_DIR/logs" "$LAB_DIR/pids"
-  : >"$LOG"
+  mkdir -p "$STATE"
   identity
-  # setsid execs: the pid recorded is the operator's own.
-  KUBECONFIG="$STATE/kuberay.kubeconfig" setsid "$BIN" --metrics-addr="127.0.0.1:$METRICS_PORT" \
+  : >"$(proc_log kuberay)"
+  KUBECONFIG="$STATE/kuberay.kubeconfig" proc_start kuberay "$BIN" --metrics-addr="127.0.0.1:$METRICS_PORT" \
     --health-probe-bind-address="127.0.0.1:$HEALTH_PORT" --enable-leader-election=false --enable-metrics \
-    --log-stdout-encoder=console >>"$LOG" 2>&1 </dev/null &
-  echo $! >"$PIDFILE"
-  local end=$(( $(date +%s) + 90 ))
-  until ready; do
-    if ! alive; then log "KubeRay exited while starting; last log lines:"; tail -5 "$LOG" >&2; cmd_down; return 1; fi
-    if [ "$(date +%s)" -ge "$end" ]; then log "timed out waiting for readyz on 127.0.0.1:$HEALTH_PORT (log: $LOG)"; tail -20 "$LOG" >&2; cmd_down; return 1; fi
-    sleep 0.5
-  done
+    --log-stdout-encoder=console
+  proc_wait kuberay "readyz on 127.0.0.1:$HEALTH_PORT" 90 ready || { cmd_down; return 1; }
   register_prometheus
-  log "KubeRay $KUBERAY_VERSION up (pid $(cat "$PIDFILE"), as system:serviceaccount:$NS:$SA, metrics 127.0.0.1:$METRICS_PORT)"
+  log "KubeRay $KUBERAY_VERSION up (pid $(cat "$(proc_pidfile kuberay)"), as system:serviceaccount:$NS:$SA, metrics 127.0.0.1:$METRICS_PORT)"
 }
 
 cmd_down() {
-  stop_operator
+  proc_stop kuberay
   rm -f "$LAB_DIR/prometheus/targets/kuberay.json"
 }
 
 cmd_status() {
   if v1beta1_variant; then echo "kuberay: disabled (LAB_KUEUE_API=v1beta1 runs no Kueue)"; return 0; fi
-  if ! alive; then echo "kuberay: unhealthy (not running)"; return 1; fi
+  if ! proc_alive kuberay; then echo "kuberay: unhealthy (not running)"; return 1; fi
   if ! ready; then echo "kuberay: unhealthy (readyz on 127.0.0.1:$HEALTH_PORT fails)"; return 1; fi
-  echo "kuberay: healthy ($KUBERAY_VERSION, pid $(cat "$PIDFILE"), as system:serviceaccount:$NS:$SA, metrics 127.0.0.1:$METRICS_PORT)"
+  echo "kuberay: healthy ($KUBERAY_VERSION, pid $(cat "$(proc_pidfile kuberay)"), as system:serviceaccount:$NS:$SA, metrics 127.0.0.1:$METRICS_PORT)"
 }
 
 case "${1:-}" in

@@ -15,9 +15,20 @@
 # process (pid file kueue-config-watch.pid) restarts Kueue when the ConfigMap changes; $LAB_DIR/kueue/config.sha256
 # holds the sha256 of the role's config Kueue runs now (tests wait on it).
 #
+# On the OpenShift-flavoured lab (LAB_FLAVOR=openshift: the variant lab) the collection installs Kueue the OpenShift
+# way (issue 23): `up` runs the same install.yml on its OLM path (Subscriptions of the cert-manager and Red Hat Kueue
+# operators, then the operand kueue.openshift.io/v1 Kueue `cluster`) while the OLM SIMULATOR
+# (lab/simulators/olm_simulator.py, for that run only) answers the Subscriptions; the Kueue operator SIMULATOR
+# (lab/simulators/kueue_operator_simulator.py, process kueue-operator-simulator, running as long as Kueue) translates
+# the operand into ConfigMap openshift-kueue-operator/kueue-manager-config as the operator does, and this real Kueue
+# runs that ConfigMap like any other (LAB_KUEUE_CONFIGMAP's default on that flavour).
+#
 # Identity: Kueue runs as system:serviceaccount:kueue-system:kueue-controller-manager (a token of that
 # ServiceAccount; bound to cluster-admin in the lab), the identity Kueue has on a cluster installed by the chart,
-# which the tenants' admission policy trusts to lift its admission gate.
+# which the tenants' admission policy trusts to lift its admission gate; on the OpenShift flavour as
+# system:serviceaccount:openshift-kueue-operator:kueue-controller-manager, the Red Hat operator's operand identity.
+# A new Configuration Kueue does not start with is logged and the last good one runs again (config.sha256 keeps
+# naming it), so an operand a test writes cannot leave the lab behind Kueue's fail-closed webhooks.
 #
 # Called by lab/lab.sh with LAB_DIR, LAB_CACHE, LAB_PKI, LAB_BIN, KUBECONFIG (this component's own
 # cluster-admin identity, user lab:kueue) and the *_VERSION variables.
@@ -31,52 +42,39 @@
 #   directory is bind-mounted on that path, so two labs side by side (LAB_PORT_OFFSET) each serve their own
 #   certificate and nothing on the host changes but an empty mount-point directory;
 # - Kueue's metrics endpoint is always HTTPS with TokenReview authorization: Prometheus scrapes it with the
-#   token of ServiceAccount kueue-system/lab-prometheus (ClusterRole lab-metrics-reader: GET /metrics).
+#   token of ServiceAccount <Kueue's namespace>/lab-prometheus (ClusterRole lab-metrics-reader: GET /metrics).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
 : "${LAB_DIR:?}" "${LAB_CACHE:?}" "${LAB_PKI:?}" "${KUBECONFIG:?}" "${KUEUE_VERSION:?}"
 LAB_BIN=${LAB_BIN:-$LAB_DIR/bin}
-PY=${LAB_PYTHON:-$ROOT/.venv/bin/python}
+COMPONENT=kueue
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
 BIN=$LAB_CACHE/kueue-$KUEUE_VERSION/bin/kueue
 SHARE=$LAB_CACHE/kueue-$KUEUE_VERSION/share
 STATE=$LAB_DIR/kueue
-PIDFILE=$LAB_DIR/pids/kueue.pid
-LOG=$LAB_DIR/logs/kueue.log
 OFF=${LAB_PORT_OFFSET:-0}  # lab.sh moves every port by LAB_PORT_OFFSET (a second lab beside the first)
 WEBHOOK_PORT=$((9443 + OFF)) METRICS_PORT=$((8080 + OFF)) HEALTH_PORT=$((8081 + OFF))
 METRICS_CERT_DIR=/etc/kueue/metrics/certs
-CONFIGMAP=${LAB_KUEUE_CONFIGMAP:-gpuaas-kueue/gpuaas-kueue-manager-config}
+if [ "${LAB_FLAVOR:-kubernetes}" = openshift ]; then
+  # where the Red Hat operator runs Kueue and writes its ConfigMap (the kueue role's namespace on OpenShift)
+  KUEUE_NS=openshift-kueue-operator
+  CONFIGMAP=${LAB_KUEUE_CONFIGMAP:-$KUEUE_NS/kueue-manager-config}
+else
+  KUEUE_NS=kueue-system
+  CONFIGMAP=${LAB_KUEUE_CONFIGMAP:-gpuaas-kueue/gpuaas-kueue-manager-config}
+fi
 CM_NS=${CONFIGMAP%%/*} CM_NAME=${CONFIGMAP##*/}
-WATCH_PIDFILE=$LAB_DIR/pids/kueue-config-watch.pid
 KUEUE_SA=kueue-controller-manager
 WEBHOOK_CONFIGS="mutatingwebhookconfiguration/kueue-mutating-webhook-configuration validatingwebhookconfiguration/kueue-validating-webhook-configuration"
 
-log() { printf '[kueue] %s\n' "$*" >&2; }
-kubectl() { "$LAB_BIN/kubectl" "$@"; }
-alive() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
 ready() { curl -sf "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null; }
-wait_for() { # what seconds command...
-  local what=$1 end=$(( $(date +%s) + $2 )); shift 2
-  until "$@" >/dev/null 2>&1; do
-    if ! alive; then log "Kueue exited while waiting for $what; last log lines:"; tail -5 "$LOG" >&2; return 1; fi
-    [ "$(date +%s)" -lt "$end" ] || { log "timed out waiting for $what (log: $LOG)"; tail -20 "$LOG" >&2; return 1; }
-    sleep 0.5
-  done
-}
-
+openshift_flavour() { [ "${LAB_FLAVOR:-kubernetes}" = openshift ]; }
 v1beta1_variant() { [ "${LAB_KUEUE_API:-v1beta2}" = v1beta1 ]; }
 
 make_certs() {
-  mkdir -p "$STATE/certs"
-  # reuse the pair only while the lab CA that signed it is still the lab CA (a new .lab/pki means a new CA)
-  if [ -f "$STATE/certs/tls.crt" ] && openssl verify -CAfile "$LAB_PKI/ca.crt" "$STATE/certs/tls.crt" >/dev/null 2>&1; then return 0; fi
-  local ext="$STATE/certs/ext.cnf"
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kueue-webhook-service.kueue-system.svc\nauthorityKeyIdentifier=keyid,issuer\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$ext"
-  openssl req -new -newkey rsa:2048 -nodes -keyout "$STATE/certs/tls.key" -subj "/CN=kueue.lab" -out "$STATE/certs/tls.csr" 2>/dev/null
-  openssl x509 -req -in "$STATE/certs/tls.csr" -CA "$LAB_PKI/ca.crt" -CAkey "$LAB_PKI/ca.key" -CAcreateserial \
-    -CAserial "$STATE/certs/ca.srl" -days 3650 -extfile "$ext" -out "$STATE/certs/tls.crt" 2>/dev/null
-  rm -f "$STATE/certs/tls.csr" "$ext"
+  serving_cert "$STATE/certs" kueue.lab "IP:127.0.0.1,DNS:localhost,DNS:kueue-webhook-service.$KUEUE_NS.svc" serverAuth
 }
 
 metrics_cert_mountpoint() {
@@ -89,11 +87,11 @@ apply_cluster_objects() {
   kubectl apply --server-side --force-conflicts --field-manager=lab-kueue -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Namespace
-metadata: {name: kueue-system}
+metadata: {name: $KUEUE_NS}
 ---
 apiVersion: v1
 kind: ServiceAccount
-metadata: {name: lab-prometheus, namespace: kueue-system}
+metadata: {name: lab-prometheus, namespace: $KUEUE_NS}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -107,12 +105,12 @@ kind: ClusterRoleBinding
 metadata: {name: lab-prometheus-metrics-reader}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: lab-metrics-reader}
 subjects:
-- {kind: ServiceAccount, name: lab-prometheus, namespace: kueue-system}
+- {kind: ServiceAccount, name: lab-prometheus, namespace: $KUEUE_NS}
 EOF
 }
 
 register_prometheus() {
-  kubectl -n kueue-system create token lab-prometheus --duration=8760h >"$STATE/prometheus.token"
+  kubectl -n "$KUEUE_NS" create token lab-prometheus --duration=8760h >"$STATE/prometheus.token"
   mkdir -p "$LAB_DIR/prometheus/scrape.d"
   cat >"$LAB_DIR/prometheus/scrape.d/kueue.yml" <<EOF
 - job_name: kueue
@@ -133,48 +131,46 @@ kueue_identity() {
   kubectl apply --server-side --force-conflicts --field-manager=lab-kueue -f - >/dev/null <<EOF
 apiVersion: v1
 kind: ServiceAccount
-metadata: {name: $KUEUE_SA, namespace: kueue-system}
+metadata: {name: $KUEUE_SA, namespace: $KUEUE_NS}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {name: lab-kueue-controller-manager}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
 subjects:
-- {kind: ServiceAccount, name: $KUEUE_SA, namespace: kueue-system}
+- {kind: ServiceAccount, name: $KUEUE_SA, namespace: $KUEUE_NS}
 EOF
-  local token server ca
-  token=$(kubectl -n kueue-system create token "$KUEUE_SA" --duration=8760h)
-  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-  ca=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
-  (
-    umask 077
-    cat >"$STATE/kueue.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: lab, cluster: {server: '$server', certificate-authority: '$ca'}}]
-users: [{name: kueue, user: {token: '$token'}}]
-contexts: [{name: kueue, context: {cluster: lab, user: kueue}}]
-current-context: kueue
-EOF
-  )
+  sa_kubeconfig "$KUEUE_NS" "$KUEUE_SA" "$STATE/kueue.kubeconfig"
 }
 
 bootstrap_install() {
-  # The collection's install path for Kueue, with the lab inventory (no network: local charts, lab post-renderer).
-  local coll="$LAB_DIR/collections/ansible_collections/gpuaas"
-  mkdir -p "$coll"; ln -sfn "$ROOT" "$coll/platform"
-  # The lab has no OLM catalog: on the OpenShift-flavoured lab the collection's Helm path installs it (the OLM path
-  # is tested against the OLM SIMULATOR, tests/integration/test_install.py). docs/lab.md lists this overlay.
-  local platform_args=()
-  [ "${LAB_FLAVOR:-kubernetes}" = openshift ] && platform_args=(-e gpuaas_platform=kubernetes)
+  if openshift_flavour; then bootstrap_openshift; return; fi
   log "no ConfigMap $CONFIGMAP yet: installing Kueue with the collection (role gpuaas.platform.kueue, lab inventory)"
-  ( cd "$ROOT" && PATH="$LAB_BIN:$(dirname "$PY"):$PATH" ANSIBLE_COLLECTIONS_PATH="$LAB_DIR/collections" \
-      LAB_DIR="$LAB_DIR" KUBECONFIG="$LAB_DIR/kubeconfig" K8S_AUTH_KUBECONFIG="$LAB_DIR/kubeconfig" \
-      "$(dirname "$PY")/ansible-playbook" -i "$ROOT/playbooks/inventory/lab" "$HERE/kueue/install.yml" \
-      -e gpuaas_helm_post_renderer="$ROOT/tests/integration/files/install/lab_post_renderer.sh" \
-      "${platform_args[@]}" \
-      >"$LAB_DIR/logs/kueue-bootstrap.log" 2>&1 ) \
-    || { log "bootstrap install failed (log: $LAB_DIR/logs/kueue-bootstrap.log)"; tail -20 "$LAB_DIR/logs/kueue-bootstrap.log" >&2; return 1; }
+  run_collection_playbook "$HERE/kueue/install.yml" kueue-bootstrap
+}
+
+bootstrap_openshift() {
+  # The collection's OLM path, as on OpenShift. The OLM SIMULATOR answers the Subscriptions during this run only (the
+  # OLM-path tests start their own); the Kueue operator SIMULATOR (already running) turns the operand into the
+  # ConfigMap.
+  log "no ConfigMap $CONFIGMAP yet: installing Kueue with the collection's OLM path (role gpuaas.platform.kueue, lab inventory, OLM SIMULATOR)"
+  : >"$(proc_log kueue-olm-simulator)"
+  proc_start kueue-olm-simulator "$PY" "$LIB_ROOT/lab/simulators/olm_simulator.py" --kubeconfig "$KUBECONFIG" \
+    --interval 1 --bundle-dir "$LAB_DIR/olm-bundles"
+  local rc=0
+  run_collection_playbook "$HERE/kueue/install.yml" kueue-bootstrap -e gpuaas_platform=openshift || rc=1
+  proc_stop kueue-olm-simulator
+  [ "$rc" = 0 ] || return 1
+  proc_wait kueue-operator-simulator "the Kueue operator SIMULATOR to write ConfigMap $CONFIGMAP" 30 \
+    kubectl -n "$CM_NS" get configmap "$CM_NAME" -o name
+}
+
+start_operator_simulator() {
+  # SIMULATOR of the Red Hat Kueue operator's translation (operand -> ConfigMap); runs as long as Kueue does
+  proc_alive kueue-operator-simulator && return 0
+  : >"$(proc_log kueue-operator-simulator)"
+  proc_start kueue-operator-simulator "$PY" "$LIB_ROOT/lab/simulators/kueue_operator_simulator.py" \
+    --kubeconfig "$KUBECONFIG" --namespace "$KUEUE_NS" --interval 1
 }
 
 render_config() { # writes $STATE/config.yaml and $STATE/config.sha256.next
@@ -186,32 +182,37 @@ render_config() { # writes $STATE/config.yaml and $STATE/config.sha256.next
 start_kueue() {
   # setsid, unshare and sh all exec: the pid recorded is Kueue's own.
   # shellcheck disable=SC2016
-  KUBECONFIG="$STATE/kueue.kubeconfig" setsid unshare --mount --propagation private -- sh -c 'mount --bind "$1" "$2" && exec "$3" --config="$4" --zap-log-level=info' \
-    sh "$STATE/certs" "$METRICS_CERT_DIR" "$BIN" "$STATE/config.yaml" >>"$LOG" 2>&1 </dev/null &
-  echo $! >"$PIDFILE"
-  wait_for "readyz on 127.0.0.1:$HEALTH_PORT" 90 ready || return 1
-  wait_for "the webhook server on 127.0.0.1:$WEBHOOK_PORT" 30 \
+  KUBECONFIG="$STATE/kueue.kubeconfig" proc_start kueue unshare --mount --propagation private -- \
+    sh -c 'mount --bind "$1" "$2" && exec "$3" --config="$4" --zap-log-level=info' \
+    sh "$STATE/certs" "$METRICS_CERT_DIR" "$BIN" "$STATE/config.yaml"
+  proc_wait kueue "readyz on 127.0.0.1:$HEALTH_PORT" 90 ready || return 1
+  proc_wait kueue "the webhook server on 127.0.0.1:$WEBHOOK_PORT" 30 \
     curl -s -o /dev/null --cacert "$LAB_PKI/ca.crt" "https://127.0.0.1:$WEBHOOK_PORT/" || return 1
   mv "$STATE/config.sha256.next" "$STATE/config.sha256"
-}
-
-stop_kueue() {
-  if [ -f "$PIDFILE" ]; then
-    local pid; pid=$(cat "$PIDFILE")
-    kill -TERM "$pid" 2>/dev/null || true
-    local _i; for _i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    rm -f "$PIDFILE"
-  fi
+  cp "$STATE/config.yaml" "$STATE/config.good.yaml"
 }
 
 cmd_sync() { # restart Kueue when the role's ConfigMap changed; no-op otherwise
+  # cheap first look (one kubectl, no Python every 2 s on a shared machine): the ConfigMap's resourceVersion
+  local rv; rv=$(kubectl -n "$CM_NS" get configmap "$CM_NAME" -o jsonpath='{.metadata.resourceVersion}' 2>/dev/null || true)
+  if [ -n "$rv" ] && [ "$rv" = "$(cat "$STATE/configmap.rv" 2>/dev/null)" ] && proc_alive kueue; then return 0; fi
   render_config || { log "ConfigMap $CONFIGMAP is gone: Kueue keeps its last Configuration"; return 0; }
-  if cmp -s "$STATE/config.sha256.next" "$STATE/config.sha256" 2>/dev/null && alive; then return 0; fi
+  echo "$rv" >"$STATE/configmap.rv"
+  if cmp -s "$STATE/config.sha256.next" "$STATE/config.sha256" 2>/dev/null && proc_alive kueue; then return 0; fi
   log "ConfigMap $CONFIGMAP changed ($(cut -c1-12 "$STATE/config.sha256.next")): restarting Kueue"
-  stop_kueue
-  start_kueue || { log "Kueue did not come back with the new Configuration (log: $LOG)"; return 1; }
-  log "Kueue restarted (pid $(cat "$PIDFILE"))"
+  proc_stop kueue
+  if ! start_kueue; then
+    # A Configuration this Kueue refuses (e.g. an operand test's framework it does not know) would leave the lab
+    # without Kueue behind its fail-closed webhooks: the last good one runs again, config.sha256 still names it.
+    log "Kueue did not start with the new Configuration (log: $(proc_log kueue)): back to the last good one"
+    proc_stop kueue
+    if [ -f "$STATE/config.good.yaml" ]; then
+      cp "$STATE/config.good.yaml" "$STATE/config.yaml"; cp "$STATE/config.sha256" "$STATE/config.sha256.next"
+      start_kueue || log "Kueue did not come back with the last good Configuration either"
+    fi
+    return 1
+  fi
+  log "Kueue restarted (pid $(cat "$(proc_pidfile kueue)"))"
 }
 
 cmd_watch() { # the watcher loop (started by up, stopped by down)
@@ -221,37 +222,35 @@ cmd_watch() { # the watcher loop (started by up, stopped by down)
   done
 }
 
-stop_watcher() {
-  # the watcher is a session leader (setsid): end its whole group, an in-flight sync included
-  if [ -f "$WATCH_PIDFILE" ]; then kill -TERM -- "-$(cat "$WATCH_PIDFILE")" 2>/dev/null || kill -TERM "$(cat "$WATCH_PIDFILE")" 2>/dev/null || true; rm -f "$WATCH_PIDFILE"; fi
-}
-
 cmd_up() {
   if v1beta1_variant; then
     log "skipped: Kueue $KUEUE_VERSION needs its own v1beta2 CRDs, but LAB_KUEUE_API=v1beta1 loads v1beta1-only CRDs"
     return 0
   fi
   [ -x "$BIN" ] || { log "not built: $BIN missing (run: bash lab/lab.sh build)"; return 1; }
-  if alive && ready; then log "already running (pid $(cat "$PIDFILE"))"; register_prometheus; return 0; fi
+  if proc_alive kueue && ready && { ! openshift_flavour || proc_alive kueue-operator-simulator; }; then
+    log "already running (pid $(cat "$(proc_pidfile kueue)"))"; register_prometheus; return 0
+  fi
   cmd_down
   mkdir -p "$STATE" "$LAB_DIR/logs" "$LAB_DIR/pids"
-  : >"$LOG"
+  : >"$(proc_log kueue)"
   make_certs
   metrics_cert_mountpoint
   apply_cluster_objects
   kueue_identity
-  if ! kubectl -n "$CM_NS" get configmap "$CM_NAME" -o name >/dev/null 2>&1; then bootstrap_install || return 1; fi
-  render_config || { log "cannot read ConfigMap $CONFIGMAP after the install"; return 1; }
+  if openshift_flavour; then start_operator_simulator; fi
+  if ! kubectl -n "$CM_NS" get configmap "$CM_NAME" -o name >/dev/null 2>&1; then bootstrap_install || { cmd_down; return 1; }; fi
+  render_config || { log "cannot read ConfigMap $CONFIGMAP after the install"; cmd_down; return 1; }
   start_kueue || { cmd_down; return 1; }
   "$PY" "$HERE/kueue/webhooks.py" "$SHARE/webhook/manifests.yaml" "$LAB_PKI/ca.crt" "$WEBHOOK_PORT" >"$STATE/webhooks.yaml"
   kubectl apply --server-side --force-conflicts --field-manager=lab-kueue -f "$STATE/webhooks.yaml" >/dev/null
   # Prove the webhooks answer through the apiserver: a server-side dry run goes through Kueue's
   # mutating and validating webhooks for ResourceFlavor.
-  wait_for "a dry-run ResourceFlavor through Kueue's webhooks" 30 webhook_roundtrip || { cmd_down; return 1; }
+  proc_wait kueue "a dry-run ResourceFlavor through Kueue's webhooks" 30 webhook_roundtrip || { cmd_down; return 1; }
   register_prometheus
   setsid bash "$HERE/kueue.sh" watch >/dev/null 2>&1 </dev/null &
-  echo $! >"$WATCH_PIDFILE"
-  log "Kueue $KUEUE_VERSION up (pid $(cat "$PIDFILE"), Configuration of ConfigMap $CONFIGMAP, webhooks https://127.0.0.1:$WEBHOOK_PORT)"
+  echo $! >"$(proc_pidfile kueue-config-watch)"
+  log "Kueue $KUEUE_VERSION up (pid $(cat "$(proc_pidfile kueue)"), as system:serviceaccount:$KUEUE_NS:$KUEUE_SA, Configuration of ConfigMap $CONFIGMAP, webhooks https://127.0.0.1:$WEBHOOK_PORT)"
 }
 
 webhook_roundtrip() {
@@ -263,20 +262,23 @@ EOF
 }
 
 cmd_down() {
-  stop_watcher
+  proc_stop_group kueue-config-watch
   # Webhooks first: they fail closed, so with Kueue gone every Job/Pod creation would be refused.
   if [ -f "$KUBECONFIG" ]; then remove_webhooks; fi
-  stop_kueue
+  proc_stop kueue
+  proc_stop kueue-operator-simulator
+  proc_stop kueue-olm-simulator
   rm -f "$LAB_DIR/prometheus/scrape.d/kueue.yml"
 }
 
 cmd_status() {
   if v1beta1_variant; then echo "kueue: disabled (LAB_KUEUE_API=v1beta1: Kueue $KUEUE_VERSION needs v1beta2 CRDs)"; return 0; fi
-  if ! alive; then echo "kueue: unhealthy (not running)"; return 1; fi
+  if ! proc_alive kueue; then echo "kueue: unhealthy (not running)"; return 1; fi
   if ! ready; then echo "kueue: unhealthy (readyz on 127.0.0.1:$HEALTH_PORT fails)"; return 1; fi
+  if openshift_flavour && ! proc_alive kueue-operator-simulator; then echo "kueue: unhealthy (the Kueue operator SIMULATOR is not running)"; return 1; fi
   local n; n=$(kubectl get mutatingwebhookconfiguration kueue-mutating-webhook-configuration -o name 2>/dev/null | wc -l)
   if [ "$n" != 1 ]; then echo "kueue: unhealthy (webhook configurations missing)"; return 1; fi
-  echo "kueue: healthy ($KUEUE_VERSION, pid $(cat "$PIDFILE"), config of $CONFIGMAP sha256 $(cut -c1-12 "$STATE/config.sha256" 2>/dev/null), webhooks 127.0.0.1:$WEBHOOK_PORT, metrics 127.0.0.1:$METRICS_PORT)"
+  echo "kueue: healthy ($KUEUE_VERSION, pid $(cat "$(proc_pidfile kueue)"), as system:serviceaccount:$KUEUE_NS:$KUEUE_SA, config of $CONFIGMAP sha256 $(cut -c1-12 "$STATE/config.sha256" 2>/dev/null), webhooks 127.0.0.1:$WEBHOOK_PORT, metrics 127.0.0.1:$METRICS_PORT)"
 }
 
 case "${1:-}" in

@@ -6,10 +6,11 @@
 `run_playbook`   runs ansible-playbook with the installed collection and returns a PlaybookRun
 `audit_writes`   context manager: which write requests reached the apiserver inside the block
 
-The variant lab (`make lab-variant-up`: LAB_FLAVOR=openshift, LAB_KUEUE_API=v1beta1, no optional controllers,
-ports +100, LAB_DIR=.lab-variant) runs beside the main lab; `variant_lab`, `variant_kube`,
-`variant_run_playbook` and `variant_audit_writes` are the same fixtures against it — for the OpenShift
-(platform detection, OLM) and Kueue v1beta1 paths.
+The variant lab (`make lab-variant-up`: LAB_FLAVOR=openshift with the real Kueue installed through the collection's
+OLM path and run from the Red Hat operand by the Kueue operator SIMULATOR, ports +100, LAB_DIR=.lab-variant) runs
+beside the main lab; `variant_lab`, `variant_kube`, `variant_run_playbook` and `variant_audit_writes` are the same
+fixtures against it — for the OpenShift paths (platform detection, OLM, the Red Hat operands, OpenShift AI). The
+Kueue-v1beta1 path has a core-only lab of its own (`make lab-v1beta1-up`, GPUAAS_V1BETA1_LAB_DIR, ports +50).
 """
 from __future__ import annotations
 

@@ -246,11 +246,11 @@ def test_two_queue_setup_converges_idempotent_and_check_mode_diff_writes_nothing
     assert sorted(report["cohort_tree"][0]["cluster_queues"]) == [PREFIX + "team-a", PREFIX + "team-b"]
 
 
-# -- the v1beta1 path, on the variant lab (make lab-variant-up: Kueue v0.14 CRDs serving only v1beta1) -------------
+# -- the v1beta1 path, on the v1beta1 lab (make lab-v1beta1-up: Kueue v0.14 CRDs serving only v1beta1) -------------
 
 def _variant_env():
-    # the variant lab's directory as conftest.variant_lab_dir() resolves it (make test: LAB_VARIANT_DIR)
-    env_file = Path(os.environ.get("LAB_VARIANT_DIR") or Path(__file__).resolve().parents[2] / ".lab-variant") / "env"
+    # the v1beta1 lab's directory (make integration / make test: GPUAAS_V1BETA1_LAB_DIR), else .lab-v1beta1
+    env_file = Path(os.environ.get("GPUAAS_V1BETA1_LAB_DIR") or Path(__file__).resolve().parents[2] / ".lab-v1beta1") / "env"
     values = {}
     if env_file.exists():
         for line in env_file.read_text().splitlines():
@@ -284,7 +284,7 @@ def _audit_writes_since(path, offset):
 def test_v1beta1_cluster_gets_converted_objects(run_playbook):
     variant = _variant_env()
     if variant.get("LAB_KUEUE_API") != "v1beta1":
-        pytest.skip("the v1beta1 variant lab is not up (make lab-variant-up)")
+        pytest.skip("the v1beta1 lab is not up (make lab-v1beta1-up)")
     from kubernetes import config, dynamic
 
     kube = dynamic.DynamicClient(config.new_client_from_config(config_file=variant["KUBECONFIG"], context="lab-admin"))

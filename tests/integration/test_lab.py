@@ -8,11 +8,13 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 from conftest import wait_until as _wait_until
 
 PREFIX = "itlab-"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def kubectl(lab, *args: str, context: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -148,10 +150,18 @@ def test_tenant_user_write_outside_its_rights_is_refused_and_audited(lab, audit_
     assert "nlp-team" in refused[0]["user"]["groups"]
 
 
-def test_variant_lab_is_openshift_flavoured_with_v1beta1_only_kueue(variant_lab, variant_kube):
+def test_variant_lab_is_openshift_flavoured_with_kueue_installed_through_olm(variant_lab, variant_kube):
     versions = kubectl(variant_lab, "api-versions").stdout.split()
-    assert "kueue.x-k8s.io/v1beta1" in versions
-    assert "kueue.x-k8s.io/v1beta2" not in versions
+    # Kueue v0.19's API, as the Red Hat build of Kueue 1.4 (Kueue 0.18) serves it; its real controller runs there
+    assert "kueue.x-k8s.io/v1beta2" in versions
+    assert variant_lab.kueue_api == "v1beta2"
+    # lab.sh status with the variant's own environment (its ports, flavour)
+    status = subprocess.run(["bash", "-c", 'source "$1/env" && bash "$2" status', "status", str(variant_lab.dir),
+                             str(REPO / "lab" / "lab.sh")], capture_output=True, text=True, check=False, timeout=120)
+    assert "kueue: healthy" in status.stdout and "system:serviceaccount:openshift-kueue-operator:kueue-controller-manager" in status.stdout, status.stdout
+    # installed the OpenShift way: the Red Hat operator's Subscription (answered by the OLM SIMULATOR) and its operand
+    subs = kubectl(variant_lab, "get", "subscriptions.operators.coreos.com", "-n", "openshift-kueue-operator", "-o", "name").stdout
+    assert "subscription.operators.coreos.com/kueue-operator" in subs.split(), subs
     assert {"config.openshift.io/v1", "machine.openshift.io/v1beta1", "operators.coreos.com/v1alpha1"} <= set(versions)
     cv = variant_kube.resources.get(api_version="config.openshift.io/v1", kind="ClusterVersion").get(name="version")
     assert cv.status.desired.version.startswith("4.")

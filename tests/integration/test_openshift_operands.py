@@ -132,6 +132,9 @@ def kueue_operator(variant_kube, variant_lab):
     """Install kueue-operator through the OLM simulator at the version the test asks for; removed afterwards."""
     before = simulated_crds(variant_kube)
     namespace = "%s-kueue-%s" % (PREFIX, uuid.uuid4().hex[:4])  # one per test: the last one may still be terminating
+    # the variant lab's own operand (its Kueue's, written by the collection at lab-up) would merge with the tests' (a
+    # set under server-side apply): removed first; the lab's Kueue keeps its last Configuration (docs/lab.md)
+    delete(variant_kube, KUEUE, "Kueue", "cluster")
 
     def _install(starting_csv=None):
         unsubscribe(variant_kube, "kueue-operator", namespace)
