@@ -126,7 +126,7 @@ def render_markdown(result: t.Mapping[str, t.Any]) -> str:
                  ", ".join("%s %s" % (p, _cell(c)) for p, c in sorted(result["capacity"].items()))), "",
              "| %s |" % " | ".join(head), "|%s" % ("---|" * len(head))]
     lines.extend("| %s |" % " | ".join(r) for r in tenant_rows(result))
-    lines += ["", "| inventory | pool | Jain (saturated) | saturated min | allocation | preemptions |", "|---|---|---|---|---|---|"]
+    lines += ["", "| inventory | pool | Jain (saturated) | saturated min | allocation | preemptions (all pools) |", "|---|---|---|---|---|---|"]
     for variant, figures in result["variants"].items():
         for pool, p in sorted(figures["pools"].items()):
             lines.append("| %s | %s | %s | %s | %s | %d |" % (variant, pool, _cell(p["jain"]), _cell(p["saturated_minutes"]),
