@@ -123,14 +123,16 @@ def jobs_from_prometheus(model: TenantModel, dcgm: Matrix, pending: Matrix, star
         resource_of[(ns, pod)] = "nvidia.com/mig-%s" % profile if profile else "nvidia.com/gpu"
         slots = held.setdefault((ns, pod), {})
         for ts, val in values:
-            if not math.isnan(val):
-                slots.setdefault(_index(ts, start, step), set()).add(gpu)
+            index = _index(ts, start, step)
+            if not math.isnan(val) and 0 <= index < points:
+                slots.setdefault(index, set()).add(gpu)
     pend: t.Dict[t.Tuple[str, str], t.Dict[int, float]] = {}
     for labels, values in pending:
         slot = pend.setdefault((labels.get("cluster_queue", ""), labels.get("resource", "")), {})
         for ts, val in values:
-            if not math.isnan(val):
-                slot[_index(ts, start, step)] = val
+            index = _index(ts, start, step)
+            if not math.isnan(val) and 0 <= index < points:
+                slot[index] = val
 
     def minutes(index: int) -> float:
         return max(0.0, index * step / 60.0)
@@ -140,6 +142,8 @@ def jobs_from_prometheus(model: TenantModel, dcgm: Matrix, pending: Matrix, star
     jobs: t.List[Job] = []
     observed: t.Dict[t.Tuple[str, str], t.List[Job]] = {}
     for (ns, pod), slots in sorted(held.items()):
+        if not slots:
+            continue
         tenant = ns_tenant.get(ns)
         if tenant is None:
             notes["pods_outside_tenancy"] += 1
