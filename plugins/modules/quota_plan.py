@@ -11,14 +11,14 @@ module: quota_plan
 short_description: What a quota change would do to each tenant, before it is applied (a replay of recorded demand)
 version_added: "0.2.0"
 description:
-  - Replays recorded GPU demand against the current tenancy (O(inventory)) and a proposed one (O(proposed): the
+  - Replays recorded GPU demand against the current tenancy (O(inventory)) and a proposed one (O(proposed), the
     quota tuning patch of M(gpuaas.platform.gpu_utilization_info) or any inventory vars) with an offline scheduler
     that follows Kueue's fair-sharing admission and preemption rules (borrowing within cohorts, borrowing and
     lending limits, fair-sharing weights, reclaimWithinCohort), and reports per tenant and inventory the served
     GPU-hours, p50/p95 wait, preemptions, borrowed and lent GPU-hours, and per flavor the fairness (Jain's index
     while saturated).
   - The demand is a trace file (O(trace), the fair-sharing benchmark's JSON format) or is derived from Prometheus
-    over O(window) - one job per pod from the DCGM exporter's per-GPU series, the wait from Kueue's
+    over O(window), one job per pod from the DCGM exporter's per-GPU series, the wait from Kueue's
     C(kueue_cluster_queue_resource_pending) - an approximation documented in docs/quota-plan.md.
   - Both inventories are validated with the collection's inventory model (every problem at once) before anything is
     replayed. Nothing is written to the cluster; the Kubernetes connection options are used only to read a
@@ -43,9 +43,10 @@ options:
     default: {}
   trace:
     description:
-      - A trace file (JSON C({"params": {...}, "jobs": [{"id", "tenant", "pool", "size", "submit", "duration"}]}),
-        times in minutes, C(pool) a flavor name; bench/fairness/trace.py writes it). Without it the demand is read
-        from Prometheus (O(prometheus), O(window)).
+      - A trace file in the format of bench/fairness/trace.py (which writes it), a JSON object with C(params)
+        (C(horizon), the window in minutes) and C(jobs), each with C(id), C(tenant), C(pool) (a flavor name),
+        C(size) (GPUs or MIG slices), C(submit) and C(duration) (minutes).
+      - Without it the demand is read from Prometheus (O(prometheus), O(window)).
     type: path
   window:
     description: Length of the demand window ending at O(time) when the demand comes from Prometheus, e.g. V(14d).
@@ -69,7 +70,7 @@ options:
     default: ""
   capacity:
     description:
-      - GPUs (or MIG slices) per flavor, as a number or a list of GPUs per node, e.g. V({h100: [8, 8]}).
+      - "GPUs (or MIG slices) per flavor, as a number or a list of GPUs per node, e.g. V({h100: [8, 8]})."
       - Flavors not named get the sum of the current tenants' nominal quotas.
     type: dict
     default: {}

@@ -148,7 +148,9 @@ def test_plan_on_the_lab_prometheus_writes_nothing_and_predicts_the_borrowing(sc
     # one pod seen (1 GPU) + the 2 GPUs pending at the end of the window
     assert (result["demand"]["jobs"], result["demand"]["notes"]["pending_jobs_added"]) == (3, 2)
     current, proposed = figures(run, "current"), figures(run, "proposed")
-    approx = lambda v: pytest.approx(v, abs=1.5e-3)  # noqa: E731  figures are rounded to 1e-3 h
+
+    def approx(value):
+        return pytest.approx(value, abs=1.5e-3)   # figures are rounded to 1e-3 h
     assert current[CAPPED]["served_gpu_hours"] == approx(1 * W_HOURS)
     assert current[CAPPED]["wait_p50_minutes"] == pytest.approx(W_HOURS * 60, abs=0.01)
     assert current[CAPPED]["wait_p95_minutes"] == pytest.approx(2 * W_HOURS * 60, abs=0.01)

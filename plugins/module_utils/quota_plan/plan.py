@@ -129,8 +129,9 @@ def render_markdown(result: t.Mapping[str, t.Any]) -> str:
     lines += ["", "| inventory | pool | Jain (saturated) | saturated min | allocation | preemptions (all pools) |", "|---|---|---|---|---|---|"]
     for variant, figures in result["variants"].items():
         for pool, p in sorted(figures["pools"].items()):
-            lines.append("| %s | %s | %s | %s | %s | %d |" % (variant, pool, _cell(p["jain"]), _cell(p["saturated_minutes"]),
-                                                               _cell(p["allocation"]), figures["preemptions"]))
+            cells = (variant, pool, _cell(p["jain"]), _cell(p["saturated_minutes"]), _cell(p["allocation"]),
+                     figures["preemptions"])
+            lines.append("| %s | %s | %s | %s | %s | %d |" % cells)
     if result.get("jobs_outside_tenancy"):
         lines += ["", "%d job(s) of tenants or flavors outside the tenancy were left out: %s." % (
             result["jobs_outside_tenancy"], ", ".join(result["dropped_tenants"]) or "-")]

@@ -84,7 +84,7 @@ class _Scheduler:
 
     def usage(self, pool: str) -> t.Dict[str, float]:
         use = {x: 0.0 for x in self.tree.tenant_nodes}
-        for item, _, _ in self.running.values():
+        for item, _run, _token in self.running.values():
             if item.job.pool == pool:
                 use[item.job.tenant] += item.job.size
         return use
@@ -179,12 +179,12 @@ def simulate(jobs: t.Sequence[Job], tree: Tree, capacity: t.Mapping[str, float],
                 if preemptions >= max_preemptions_per_step:
                     break
                 done = False
-                for _, _, name, head in sorted((ratio(n), h.key, n, h) for n, h in first.items()):
+                for _ratio, _key, name, head in sorted((ratio(n), h.key, n, h) for n, h in first.items()):
                     victims = _victims(sched, head.item.job, use, ent)
                     if not victims:
                         continue
                     for vid in victims:
-                        vitem, vrun, _ = sched.running.pop(vid)
+                        vitem, vrun, _token = sched.running.pop(vid)
                         vrun.end = now
                         vrun.evicted = True
                         vitem.evictions += 1
@@ -200,7 +200,7 @@ def simulate(jobs: t.Sequence[Job], tree: Tree, capacity: t.Mapping[str, float],
     while events:
         now = events[0][0]
         while events and events[0][0] <= now + EPS:
-            _, kind, _, payload = heapq.heappop(events)
+            _at, kind, _seq, payload = heapq.heappop(events)
             if kind == 1:
                 queues[payload.job.tenant].append(_Queued((payload.job.submit, next(seq)), payload))
             else:
@@ -222,7 +222,7 @@ def _victims(sched: _Scheduler, job: Job, use: t.Mapping[str, float], ent: t.Map
     members = set(sched.members[tenant])
     reclaim = use[tenant] + job.size <= node.nominal.get(pool, 0.0) + EPS
     after_self = (use[tenant] + job.size) / ent[tenant] if ent.get(tenant, 0.0) > EPS else float("inf")
-    candidates = sorted(((item, run) for item, run, _ in sched.running.values()
+    candidates = sorted(((item, run) for item, run, _token in sched.running.values()
                          if item.job.pool == pool and item.job.tenant in members and item.job.tenant != tenant),
                         key=lambda ir: -ir[1].start)   # youngest first
     left = dict(use)

@@ -138,7 +138,7 @@ def waterfill(cap: float, guaranteed: t.List[float], demand: t.List[float], weig
     lo, hi = 0.0, 1.0
     while sum(alloc(hi)) < total:
         hi *= 2.0
-    for _ in range(60):
+    for _step in range(60):
         mid = (lo + hi) / 2.0
         if sum(alloc(mid)) < total:
             lo = mid
