@@ -38,7 +38,7 @@ options:
     description:
       - The proposal, laid over O(inventory) key by key. A quota tuning patch (C(gpuaas_tenants_override), as
         written by C(playbooks/validate.yml)) replaces C(gpuaas_tenants), as the tenants role would.
-      - Empty: the proposed inventory is the current one (the plan then shows the current tenancy only twice).
+      - When empty, the proposed inventory is the current one (the plan then shows the current tenancy twice).
     type: dict
     default: {}
   trace:
