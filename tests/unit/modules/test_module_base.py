@@ -43,6 +43,7 @@ MINIMAL_ARGS = {
     "platform_health_info": {},
     "platform_info": {},
     "prometheus_query": {"query": "up", "prometheus": {"url": "https://prometheus.example:9091"}},
+    "quota_plan": {"inventory": {}},
     "resource_flavor": {"name": "f"},
     "scaled_object": {"name": "s", "namespace": "ns", "target": {"name": "d"}},
     "tenants": {},

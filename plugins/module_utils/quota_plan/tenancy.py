@@ -1,0 +1,175 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The tenancy of a validated ``TenantModel`` as the quota plan replays it: a forest of cohorts and tenants per
+accelerator flavor, and the fair share (hierarchical weighted water-filling) Kueue's fair sharing aims at. Pure.
+
+Adapted from the fair-sharing benchmark's model (``bench/fairness/model.py``), but built from the validated model
+(never from raw YAML) and with the limits the benchmark leaves out: a tenant's borrowing limit (it may use at most
+nominal + borrowing limit of a flavor) and lending limit (only ``lending_limit`` of its nominal quota goes to the
+cohort; the rest stays its own). A *pool* is a flavor that carries an accelerator quota (``kube.quantity
+.is_accelerator``); CPU and memory quotas play no part.
+
+Entitlement at a cohort: each child first gets ``min(demand, guaranteed)`` (guaranteed = the nominal quota of its
+subtree); what is left is shared in proportion to the children's fair-sharing weights (default 1), never above a
+child's demand; the result is handed down the same way. A tenant without a cohort is its own root.
+"""
+
+from __future__ import annotations
+
+import typing as t
+from dataclasses import dataclass, field
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.quantity import is_accelerator, parse_quantity
+
+EPS = 1e-9
+
+
+@dataclass
+class Node:
+    name: str
+    weight: float = 1.0
+    parent: t.Optional[str] = None
+    tenant: bool = False
+    nominal: t.Dict[str, float] = field(default_factory=dict)          # flavor -> nominal quota (tenants)
+    borrowing_limit: t.Dict[str, float] = field(default_factory=dict)  # flavor -> limit (absent: unlimited)
+    lending_limit: t.Dict[str, float] = field(default_factory=dict)    # flavor -> limit (absent: all nominal)
+    reclaim: bool = False   # may preempt other tenants of its cohort (reclaimWithinCohort other than Never)
+    children: t.List["Node"] = field(default_factory=list)
+
+    def guaranteed(self, pool: str) -> float:
+        if self.tenant:
+            return self.nominal.get(pool, 0.0)
+        return sum(c.guaranteed(pool) for c in self.children)
+
+    def lendable(self, pool: str) -> float:
+        """What of its nominal quota the tenant lends to its cohort (Kueue: lendingLimit, else all of it)."""
+        nominal = self.nominal.get(pool, 0.0)
+        return min(nominal, self.lending_limit.get(pool, nominal))
+
+    def tenants(self) -> t.List["Node"]:
+        if self.tenant:
+            return [self]
+        out: t.List[Node] = []
+        for c in self.children:
+            out.extend(c.tenants())
+        return out
+
+
+@dataclass
+class Tree:
+    roots: t.List[Node]
+    pools: t.Dict[str, str]            # flavor -> accelerator resource name
+    tenant_nodes: t.Dict[str, Node]
+
+    def root_of(self, tenant: str) -> Node:
+        for root in self.roots:
+            if any(x.name == tenant for x in root.tenants()):
+                return root
+        raise KeyError(tenant)
+
+    @property
+    def tenant_names(self) -> t.List[str]:
+        return list(self.tenant_nodes)
+
+
+def _number(value: t.Any) -> float:
+    return float(parse_quantity(value))
+
+
+def tree_from_model(model: TenantModel) -> Tree:
+    """Cohorts and present tenants as a forest; pools are the flavors that carry an accelerator quota."""
+    cohorts: t.Dict[str, Node] = {}
+    for c in model.cohorts:
+        w = c.fair_sharing_weight
+        cohorts[c.name] = Node(c.name, 1.0 if w is None else _number(w), c.parent)
+    pools: t.Dict[str, str] = {}
+    tenants: t.Dict[str, Node] = {}
+    for tenant in model.present_tenants:
+        w = tenant.fair_sharing_weight
+        node = Node(tenant.name, 1.0 if w is None else _number(w), tenant.cohort, tenant=True,
+                    reclaim=tenant.preemption.reclaim_within_cohort not in (None, "Never"))
+        for quota in tenant.quotas:
+            for res, amount in quota.resources.items():
+                if not is_accelerator(res):
+                    continue
+                pools.setdefault(quota.flavor, res)
+                node.nominal[quota.flavor] = node.nominal.get(quota.flavor, 0.0) + _number(amount)
+                if res in quota.borrowing_limit:
+                    node.borrowing_limit[quota.flavor] = _number(quota.borrowing_limit[res])
+                if res in quota.lending_limit:
+                    node.lending_limit[quota.flavor] = _number(quota.lending_limit[res])
+        tenants[node.name] = node
+    roots: t.List[Node] = []
+    for node in list(cohorts.values()) + list(tenants.values()):
+        if node.parent and node.parent in cohorts:
+            cohorts[node.parent].children.append(node)
+        else:
+            roots.append(node)
+    roots = [r for r in roots if r.tenants()]   # cohorts without a tenant below them play no part
+    return Tree(roots, pools, tenants)
+
+
+def waterfill(cap: float, guaranteed: t.List[float], demand: t.List[float], weight: t.List[float]) -> t.List[float]:
+    """Share ``cap``: child i gets min(d_i, g_i + w_i * lam), lam >= 0 chosen so the sum is min(cap, sum d).
+
+    Children of weight 0 get their guarantee, and only what nobody of positive weight wants (equally)."""
+    n = len(demand)
+    total = min(cap, sum(demand))
+    base = [min(d, g) for d, g in zip(demand, guaranteed)]
+    if sum(base) >= total - 1e-12:
+        s = sum(base)
+        return [b * total / s if s > 0 else 0.0 for b in base]
+
+    def alloc(lam: float) -> t.List[float]:
+        return [min(d, g + wi * lam) if wi > 0 else min(d, g) for d, g, wi in zip(demand, guaranteed, weight)]
+
+    out = alloc(float("inf"))
+    if sum(out) <= total + 1e-12:
+        rest = total - sum(out)
+        zero = [i for i in range(n) if weight[i] <= 0]
+        if rest > 1e-12 and zero:
+            extra = waterfill(rest, [0.0] * len(zero), [demand[i] - out[i] for i in zero], [1.0] * len(zero))
+            for i, e in zip(zero, extra):
+                out[i] += e
+        return out
+    lo, hi = 0.0, 1.0
+    while sum(alloc(hi)) < total:
+        hi *= 2.0
+    for _step in range(60):
+        mid = (lo + hi) / 2.0
+        if sum(alloc(mid)) < total:
+            lo = mid
+        else:
+            hi = mid
+    return alloc(hi)
+
+
+def entitlements(tree: Tree, pool: str, demand: t.Mapping[str, float],
+                 capacity: t.Optional[float] = None) -> t.Dict[str, float]:
+    """The fair allocation of ``pool`` per tenant for the per-tenant ``demand`` (GPUs); ``capacity`` caps the sum."""
+    out: t.Dict[str, float] = {x: 0.0 for x in tree.tenant_nodes}
+
+    def subtree_demand(node: Node) -> float:
+        if node.tenant:
+            return float(demand.get(node.name, 0.0))
+        return sum(subtree_demand(c) for c in node.children)
+
+    def descend(node: Node, cap: float) -> None:
+        if node.tenant:
+            out[node.name] = cap
+            return
+        kids = node.children
+        shares = waterfill(cap, [k.guaranteed(pool) for k in kids], [subtree_demand(k) for k in kids],
+                           [k.weight for k in kids])
+        for k, s in zip(kids, shares):
+            descend(k, s)
+
+    caps = [min(root.guaranteed(pool), subtree_demand(root)) for root in tree.roots]
+    if capacity is not None and sum(caps) > capacity:
+        caps = [c * capacity / sum(caps) for c in caps]
+    for root, cap in zip(tree.roots, caps):
+        descend(root, cap)
+    return out
