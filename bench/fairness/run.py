@@ -135,6 +135,23 @@ def cross_check(meta: Mapping[str, Any], res: List[JobResult]) -> List[str]:
     return lines
 
 
+def run_dirs(variant_dir: Path) -> List[Path]:
+    """The recorded lab runs of one variant: ``<variant>/run-<k>/`` (several runs, issue 26) in run order, or the
+    variant directory itself when it holds one run (results written before issue 26)."""
+    if (variant_dir / "meta.json").exists():
+        return [variant_dir]
+    runs = [d for d in variant_dir.glob("run-*") if (d / "meta.json").exists() and d.name[4:].isdigit()]
+    return sorted(runs, key=lambda d: int(d.name[4:]))
+
+
+def next_run_dir(variant_dir: Path) -> Path:
+    """Where the next lab run of a variant goes: ``run-<k+1>`` after the runs already there (never overwrites)."""
+    done = [int(d.name[4:]) for d in variant_dir.glob("run-*") if d.name[4:].isdigit()]
+    if (variant_dir / "meta.json").exists():
+        raise SystemExit("%s holds a single run written before issue 26; write new runs to another --out" % variant_dir)
+    return variant_dir / ("run-%d" % (max(done, default=0) + 1))
+
+
 def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
                   nodes: Optional[Dict[str, List[float]]] = None) -> str:
     from bench.fairness import replay
@@ -240,6 +257,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--inventory", type=Path, help="tenant inventory (default: bench/fairness/inventory.yml)")
     ap.add_argument("--capacity", help="GPUs per node of each pool, e.g. fs-h100=8+8,fs-mig-1g=7 (default: the lab)")
     ap.add_argument("--trace", type=Path, help="replay this trace file instead of generating one")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="lab runs per variant, added after the runs already in --out (lab/<variant>/run-<k>)")
     ap.add_argument("--offline-only", action="store_true")
     ap.add_argument("--summarise-only", type=Path)
     ap.add_argument("--out", type=Path, default=Path("bench/fairness/results/latest"))
@@ -276,12 +295,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.offline_only:
         from bench.fairness import replay
 
-        for variant in [v for v in args.variants.split(",") if v]:
-            start = time.monotonic()
-            replay.replay(trace, variant, out / "lab" / variant, scale=args.scale, binpack=not args.no_binpack,
-                          inventory=inv)
-            print("variant %s replayed in %.0f s" % (variant, time.monotonic() - start), flush=True)
-            summarise_dir(out, inv, nodes)   # figures so far, in case a later variant is interrupted
+        # round-robin (every variant once, then again), so that a slow or loaded hour hits all variants alike
+        for _round in range(args.runs):
+            for variant in [v for v in args.variants.split(",") if v]:
+                start = time.monotonic()
+                where = next_run_dir(out / "lab" / variant)
+                replay.replay(trace, variant, where, scale=args.scale, binpack=not args.no_binpack, inventory=inv)
+                print("variant %s replayed in %.0f s (%s)" % (variant, time.monotonic() - start, where), flush=True)
+                summarise_dir(out, inv, nodes)   # figures so far, in case a later run is interrupted
     print(summarise_dir(out, inv, nodes))
     return 0
 
