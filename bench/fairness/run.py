@@ -168,28 +168,29 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
         p = out / "offline" / ("%s.json" % name)
         if p.exists():
             schedules["%s (offline)" % name] = load_results(p)
-    metas = {}
+    metas: Dict[str, Any] = {}          # schedule name -> its meta.json
+    lab_names: Dict[str, List[str]] = {}  # variant -> its lab schedules in run order
     for variant in model.VARIANTS:
-        d = out / "lab" / variant
-        if (d / "meta.json").exists():
+        dirs = run_dirs(out / "lab" / variant)
+        for d in dirs:
+            # one run in the variant directory (before issue 26): "tenancy (lab)"; several: "tenancy (lab run 2)"
+            name = "%s (lab)" % variant if d.name == variant else "%s (lab run %s)" % (variant, d.name[4:])
             meta = json.loads((d / "meta.json").read_text())
-            metas[variant] = meta
-            schedules["%s (lab)" % variant] = replay.to_results(trace, meta, replay.load_events(d / "events.jsonl"))
-            dump_results(schedules["%s (lab)" % variant], d / "schedule.json")
+            metas[name] = meta
+            schedules[name] = replay.to_results(trace, meta, replay.load_events(d / "events.jsonl"))
+            dump_results(schedules[name], d / "schedule.json")
+            lab_names.setdefault(variant, []).append(name)
     for name, res in schedules.items():
         named[name] = metrics.summarise(res, fair, fair, capacity, nodes=nodes)
     statics = {}
+    lab_statics = lab_names.get("static", [])
     for name in named:
-        lab_static = named.get("static (lab)")
-        statics[name] = lab_static if name.endswith("(lab)") and lab_static else named["static (offline)"]
-    plots = out / "plots"
-    plots.mkdir(exist_ok=True)
-    for name, res in schedules.items():
-        slug = name.replace(" (", "-").replace(")", "").replace(" ", "-")
-        for pool, cap in capacity.items():
-            (plots / ("%s-%s.svg" % (slug, pool))).write_text(
-                summarise.stacked_svg(res, pool, fair.tenant_names, cap, "%s — %s allocation by tenant" % (name, pool)))
-    runs = {v: 1 for v in metas}
+        statics[name] = named["static (offline)"]
+        if "(lab" in name and lab_statics:
+            # the static run of the same round (same hour and load), else the last static run there is
+            same_round = name.replace(name.split(" (")[0], "static", 1)
+            statics[name] = named[same_round if same_round in named else lab_statics[-1]]
+    runs = {v: len(n) for v, n in lab_names.items()}
     lines = ["# Fair-sharing benchmark: %s" % out.name, "",
              "Written by `python bench/fairness/run.py --summarise-only %s` (bench/fairness/run.py, metrics.py, "
              "summarise.py)." % out,
@@ -198,19 +199,36 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
              "Inventory: %s. Nodes (GPUs per node): %s." % (
                  settings.get("inventory") or "bench/fairness/inventory.yml",
                  ", ".join("%s %s" % (p, "+".join("%g" % x for x in n)) for p, n in nodes.items())),
-             ("Lab runs per variant: %s (one run each: no spread)." % ", ".join("%s %d" % kv for kv in runs.items())
+             ("Lab runs per variant: %s%s." % (", ".join("%s %d" % kv for kv in runs.items()),
+                                               " (one run each: no spread)" if max(runs.values()) == 1 else
+                                               "; each run is scored against the static run of the same round, the "
+                                               "targets are judged on the mean over the runs, min–max beside it")
               if runs else "Lab runs: none (offline simulators only: deterministic, one run each)."),
              "Summarised on: %s (the lab runs' own machine and load are in docs/benchmarks.md and meta.json)." % machine(),
              ""]
-    for variant, meta in metas.items():
-        lines.append("- lab `%s`: 1 trace minute = %s s, bin-packing scheduler %s, converge %.1f s, %d submit errors, "
+    for variant, meta in metas.items():   # variant: the schedule's name
+        lines.append("- `%s`: 1 trace minute = %s s, bin-packing scheduler %s, converge %.1f s, %d submit errors, "
                      "wall %.0f s" % (variant, meta["scale"], "on" if meta["binpack"] else "off", meta["converge_seconds"],
                                       len(meta["errors"]), (meta["ended_ms"] - meta["t0_ms"]) / 1000.0))
         m = meta.get("machine")
-        lines.append("  machine: %s" % ("%s, %s CPUs, load average %s before and %s after the replay" % (
+        during = (m or {}).get("load_1m_during") or {}
+        lines.append("  machine: %s%s" % ("%s, %s CPUs, load average %s before and %s after the replay" % (
             m["platform"], m["cpus"], "/".join("%.1f" % x for x in m["load_before"]),
-            "/".join("%.1f" % x for x in m["load_after"])) if m else "not recorded in meta.json (replays before issue 26)"))
-        res = schedules["%s (lab)" % variant]
+            "/".join("%.1f" % x for x in m["load_after"])) if m else "not recorded in meta.json (replays before issue 26)",
+            "; 1-min load during it %.1f–%.1f (mean %.1f, %d samples)" % (
+                during["min"], during["max"], during["mean"], during["samples"]) if during.get("samples") else ""))
+        kueue = meta.get("kueue")
+        if kueue:
+            config = kueue.get("configuration")
+            strategies = ((config or {}).get("fairSharing") or {}).get("preemptionStrategies") \
+                if isinstance(config, dict) else config
+            lines.append("  Kueue: fairSharing.preemptionStrategies %s, waitForPodsReady %s; ClusterQueue preemption: %s" % (
+                strategies, (config or {}).get("waitForPodsReady") if isinstance(config, dict) else "?",
+                "; ".join("%s %s" % (cq, json.dumps(v.get("preemption"), sort_keys=True))
+                          for cq, v in sorted(kueue.get("cluster_queues", {}).items()))))
+        else:
+            lines.append("  Kueue's configuration: not recorded in meta.json (replays before issue 26)")
+        res = schedules[variant]
         unbound = sum(1 for r in res for x in r.runs if x.bind is None)
         lines.append("  Kueue's counters in Prometheus: admitted +%s (recorded %d admissions), preempted +%s "
                      "(recorded %d evictions in %d evicted runs); %d runs never had a pod bound" % (
@@ -232,6 +250,20 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
               "most GPUs the jobs present at each saturated instant could occupy on the nodes (packing, no fairness).",
               "", summarise.figures_table(named, statics, fair), ""]
     ideal = named.get("ideal (offline)")
+    pools = list(capacity)
+    spreads: Dict[str, Any] = {}
+    for variant, names in lab_names.items():
+        comparisons = [summarise.compare(named[n], statics[n], ideal) for n in names]
+        spreads[variant] = summarise.spread_figures(comparisons, [named[n] for n in names])
+    if spreads and max(len(n) for n in lab_names.values()) > 1:
+        lines += ["Spread over the lab runs: mean (min–max); gains against the static run of the same round.", "",
+                  summarise.spread_table(spreads, pools), ""]
+        for variant in ("tenancy", "weights1"):
+            if variant in spreads:
+                lines += ["Targets for **%s (lab)**, judged on the mean over its %d runs:" % (
+                    variant, len(lab_names[variant])), "",
+                    summarise.table(["target", "mean (min–max)", "runs meeting it", ""],
+                                    summarise.spread_target_rows(spreads[variant], pools)), ""]
     for name in ("tenancy (lab)", "weights1 (lab)", "ideal (offline)"):
         if name in named:
             c = summarise.compare(named[name], statics[name], ideal)
@@ -240,7 +272,9 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
                 summarise.table(["target", "measured", ""], summarise.target_rows(c)), ""]
     text = "\n".join(lines)
     (out / "summary.md").write_text(text)
-    (out / "summary.json").write_text(json.dumps(named, indent=1, sort_keys=True, default=str))
+    # one entry per schedule as before; "lab spread" holds mean/min/max/runs per variant and figure
+    (out / "summary.json").write_text(json.dumps(dict(named, **({"lab spread": spreads} if spreads else {})),
+                                                 indent=1, sort_keys=True, default=str))
     return text
 
 
