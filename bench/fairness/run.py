@@ -318,7 +318,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if unknown:
             ap.error("%s: tenants not in the inventory: %s" % (args.trace, ", ".join(unknown)))
     else:
-        trace = tracegen.generate(args.seed, args.jobs, args.horizon, tree=tree, rates=args.rates)
+        trace = tracegen.generate(args.seed, args.jobs, args.horizon, tree=tree, rates=args.rates,
+                                  lenders=tracegen.lenders_of(inv))
     (out / "trace.json").write_text(json.dumps(trace, indent=1, sort_keys=True))
     (out / "run.json").write_text(json.dumps({
         "inventory": str(args.inventory) if args.inventory else None, "nodes": nodes,
