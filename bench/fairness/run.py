@@ -152,6 +152,37 @@ def next_run_dir(variant_dir: Path) -> Path:
     return variant_dir / ("run-%d" % (max(done, default=0) + 1))
 
 
+def preemption_causes(events: List[Mapping[str, Any]], scale: float, soon: float = 2.0) -> Dict[str, Any]:
+    """What preempted, from the recorded ``Preempted=True`` transitions: Kueue's reason (InCohortFairSharing: a
+    fair-sharing strategy; InCohortReclamation: a queue within its nominal quota taking it back; InClusterQueue),
+    the preemptor's cohort path and the number of preemption decisions (Kueue's message names them; replays
+    before issue 26 did not record messages), and how many victims had been admitted less than ``soon`` trace
+    minutes earlier (admitted into quota another queue was about to take: the re-admit/re-preempt churn)."""
+    admitted: Dict[str, float] = {}
+    reasons: Dict[str, int] = {}
+    paths: Dict[str, int] = {}
+    decisions = set()
+    quick = 0
+    for e in events:
+        if e.get("kind") != "workload":
+            continue
+        if (e["type"] == "QuotaReserved" and e["status"] == "True") or \
+                (e["type"] == "Evicted" and e["status"] == "False" and e.get("reason") == "QuotaReserved"):
+            admitted[e["job"]] = e["ms"]
+        if e["type"] == "Preempted" and e["status"] == "True":
+            reasons[e.get("reason") or "?"] = reasons.get(e.get("reason") or "?", 0) + 1
+            msg = e.get("message") or ""
+            if "preemptor path:" in msg:
+                path = msg.split("preemptor path:", 1)[1].split(";")[0].strip().rstrip("/")
+                paths[path] = paths.get(path, 0) + 1
+            if "(UID: " in msg:
+                decisions.add(msg.split("(UID: ", 1)[1].split(",")[0])
+            if e["job"] in admitted and (e["ms"] - admitted[e["job"]]) / 1000.0 / scale < soon:
+                quick += 1
+    return {"reasons": reasons, "preemptor_paths": paths, "decisions": len(decisions) if decisions else None,
+            "victim_admitted_within_2_min": quick, "preemptions": sum(reasons.values())}
+
+
 def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
                   nodes: Optional[Dict[str, List[float]]] = None) -> str:
     from bench.fairness import replay
@@ -170,6 +201,7 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
             schedules["%s (offline)" % name] = load_results(p)
     metas: Dict[str, Any] = {}          # schedule name -> its meta.json
     lab_names: Dict[str, List[str]] = {}  # variant -> its lab schedules in run order
+    causes: Dict[str, Any] = {}
     for variant in model.VARIANTS:
         dirs = run_dirs(out / "lab" / variant)
         for d in dirs:
@@ -177,7 +209,9 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
             name = "%s (lab)" % variant if d.name == variant else "%s (lab run %s)" % (variant, d.name[4:])
             meta = json.loads((d / "meta.json").read_text())
             metas[name] = meta
-            schedules[name] = replay.to_results(trace, meta, replay.load_events(d / "events.jsonl"))
+            events = replay.load_events(d / "events.jsonl")
+            schedules[name] = replay.to_results(trace, meta, events)
+            causes[name] = preemption_causes(events, meta["scale"])
             dump_results(schedules[name], d / "schedule.json")
             lab_names.setdefault(variant, []).append(name)
     for name, res in schedules.items():
@@ -236,6 +270,14 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
                          counter_delta(meta, "preempted"), sum(metrics.evictions_of(r) for r in res),
                          sum(1 for r in res for x in r.runs if x.evicted), unbound))
         lines += cross_check(meta, res)
+        c = causes[variant]
+        if c["preemptions"]:
+            lines.append("  preemptions by Kueue's reason: %s; preemptor cohort path: %s; %s decisions; %d of %d victims "
+                         "had been admitted < 2 trace minutes before" % (
+                             ", ".join("%s %d" % kv for kv in sorted(c["reasons"].items())),
+                             ", ".join("%s %d" % kv for kv in sorted(c["preemptor_paths"].items())) or "not recorded",
+                             c["decisions"] if c["decisions"] is not None else "? (not recorded)",
+                             c["victim_admitted_within_2_min"], c["preemptions"]))
     demand_q = out / "offline" / "static-demand-quotas.json"
     if demand_q.exists():
         q = json.loads(demand_q.read_text())
@@ -273,6 +315,8 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
     text = "\n".join(lines)
     (out / "summary.md").write_text(text)
     # one entry per schedule as before; "lab spread" holds mean/min/max/runs per variant and figure
+    for name, c in causes.items():
+        named[name]["preemption_causes"] = c
     (out / "summary.json").write_text(json.dumps(dict(named, **({"lab spread": spreads} if spreads else {})),
                                                  indent=1, sort_keys=True, default=str))
     return text

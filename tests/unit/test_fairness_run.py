@@ -114,3 +114,29 @@ def test_several_runs_report_mean_and_min_max_of_the_single_runs(tmp_path):
     assert "Targets for **tenancy (lab)**, judged on the mean over its 2 runs" in text
     # 32.5 / 118 = 27.5 per 100 jobs: missed in both runs
     assert "| ≤ 10 preemptions (evictions) per 100 jobs | 27.5 (23.7–31.4) | 0 of 2 | **missed** |" in text
+
+
+def test_preemption_causes_counts_reasons_decisions_and_quick_repreemption():
+    def wl(ms, job, ctype, status, reason, message=""):
+        return {"kind": "workload", "ms": ms, "job": job, "type": ctype, "status": status, "reason": reason,
+                "message": message}
+
+    msg = "Preempted to accommodate a workload (UID: %s, JobUID: x) due to Fair Sharing within the cohort; " \
+          "preemptor path: /org/research/"
+    events = [
+        wl(0, "a", "QuotaReserved", "True", "QuotaReserved"),
+        wl(1000, "b", "QuotaReserved", "True", "QuotaReserved"),
+        # one decision (UID u1) preempts a and b; b was admitted 9 s = 4.5 trace minutes before (scale 2): not quick
+        wl(10000, "a", "Preempted", "True", "InCohortFairSharing", msg % "u1"),
+        wl(10000, "b", "Preempted", "True", "InCohortFairSharing", msg % "u1"),
+        # a comes back (a new reservation shows as Evicted=False, reason QuotaReserved) and is preempted 3 s later
+        wl(20000, "a", "Evicted", "False", "QuotaReserved"),
+        wl(23000, "a", "Preempted", "True", "InCohortReclamation", msg.replace("Fair Sharing", "reclamation") % "u2"),
+        {"kind": "bound", "ms": 23001, "job": "a"},
+    ]
+    c = run.preemption_causes(events, scale=2.0)
+    assert c["reasons"] == {"InCohortFairSharing": 2, "InCohortReclamation": 1}
+    assert c["preemptor_paths"] == {"/org/research": 3}
+    assert c["decisions"] == 2
+    assert c["victim_admitted_within_2_min"] == 1     # only a's second run: 1.5 trace minutes
+    assert run.preemption_causes([wl(0, "a", "Preempted", "True", "InCohortFairSharing")], 2.0)["decisions"] is None
