@@ -67,7 +67,9 @@ def _env() -> Dict[str, str]:
 def converge(inventory: Mapping[str, Any]) -> float:
     """Full reconcile of the tenancy with the collection's role; returns the seconds it took."""
     with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as f:
-        yaml.safe_dump(dict(inventory, gpuaas_delete_namespaces=False, gpuaas_tenants_check_capacity=True), f)
+        # bench-only keys (fairness_bench_*: which tenants only lend) are not the collection's to see
+        inv = {k: v for k, v in inventory.items() if not k.startswith("fairness_bench_")}
+        yaml.safe_dump(dict(inv, gpuaas_delete_namespaces=False, gpuaas_tenants_check_capacity=True), f)
         path = f.name
     start = time.monotonic()
     try:
@@ -261,6 +263,52 @@ def prom_counters(url: Optional[str]) -> Dict[str, Any]:
     return out
 
 
+def kueue_settings(kube, namespaces: List[str]) -> Dict[str, Any]:
+    """What decides Kueue's preemptions in this replay: the fair-sharing and waitForPodsReady blocks of the
+    Configuration Kueue runs (the kueue role's ConfigMap, which the lab's Kueue runs) and each ClusterQueue's
+    preemption and fair-sharing weight (issue 26: before/after of a configuration change must be traceable)."""
+    out: Dict[str, Any] = {"configuration": None, "cluster_queues": {}}
+    ns, name = os.environ.get("LAB_KUEUE_CONFIGMAP", "gpuaas-kueue/gpuaas-kueue-manager-config").split("/", 1)
+    try:
+        cm = kube.resources.get(api_version="v1", kind="ConfigMap").get(namespace=ns, name=name).to_dict()
+        config = yaml.safe_load((cm.get("data") or {}).get("controller_manager_config.yaml") or "{}") or {}
+        out["configuration"] = {k: config.get(k) for k in ("fairSharing", "waitForPodsReady", "admissionFairSharing")}
+    except Exception as exc:   # a replay on a cluster without the role's ConfigMap still runs; say why it is missing
+        out["configuration"] = "unavailable: %s" % str(exc)[:200]
+    cqs = kube.resources.get(api_version=KUEUE, kind="ClusterQueue")
+    for cq in cqs.get().to_dict().get("items", []):
+        if cq["metadata"]["name"] in namespaces:
+            spec = cq.get("spec") or {}
+            out["cluster_queues"][cq["metadata"]["name"]] = {
+                "cohort": spec.get("cohortName"), "preemption": spec.get("preemption"),
+                "fairSharing": spec.get("fairSharing")}
+    return out
+
+
+class LoadSampler:
+    """The machine's 1-minute load average every ``every`` seconds while the replay runs (min/mean/max in meta)."""
+
+    def __init__(self, every: float = 10.0):
+        self.samples: List[float] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, args=(every,), daemon=True)
+
+    def _loop(self, every: float) -> None:
+        while not self.stop.wait(every):
+            self.samples.append(os.getloadavg()[0])
+
+    def start(self) -> "LoadSampler":
+        self.thread.start()
+        return self
+
+    def close(self) -> Dict[str, Any]:
+        self.stop.set()
+        self.thread.join(5)
+        s = self.samples
+        return {"samples": len(s), "min": min(s) if s else None, "max": max(s) if s else None,
+                "mean": sum(s) / len(s) if s else None}
+
+
 def replay(trace: Mapping[str, Any], variant: str, out: Path, scale: float = 1.0, binpack: bool = True,
            inventory: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None,
            skip_converge: bool = False) -> Dict[str, Any]:
@@ -280,6 +328,8 @@ def replay(trace: Mapping[str, Any], variant: str, out: Path, scale: float = 1.0
     prom = os.environ.get("GPUAAS_PROMETHEUS_URL")
     before = prom_counters(prom)
     load_before = os.getloadavg()
+    settings = kueue_settings(kube, namespaces)
+    sampler = LoadSampler().start()
     recorder = Recorder(kube, namespaces).start()
     time.sleep(2)   # let both watches start
     jobs_api = kube.resources.get(api_version="batch/v1", kind="Job")
@@ -313,6 +363,7 @@ def replay(trace: Mapping[str, Any], variant: str, out: Path, scale: float = 1.0
         time.sleep(1)
     finally:
         recorder.close()
+        load_during = sampler.close()
         if sched is not None:
             sched.terminate()
             try:
@@ -327,7 +378,9 @@ def replay(trace: Mapping[str, Any], variant: str, out: Path, scale: float = 1.0
             "prometheus_before": before, "prometheus_after": after, "ended_ms": int(time.time() * 1000),
             # the machine and its load during the replay (issue 26: every figure says what it ran on)
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                        "load_before": list(load_before), "load_after": list(os.getloadavg())}}
+                        "load_before": list(load_before), "load_after": list(os.getloadavg()),
+                        "load_1m_during": load_during},
+            "kueue": settings}
     (out / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
     with (out / "events.jsonl").open("w") as f:
         for ev in sorted(recorder.events, key=lambda e: e["ms"]):

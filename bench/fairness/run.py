@@ -135,6 +135,54 @@ def cross_check(meta: Mapping[str, Any], res: List[JobResult]) -> List[str]:
     return lines
 
 
+def run_dirs(variant_dir: Path) -> List[Path]:
+    """The recorded lab runs of one variant: ``<variant>/run-<k>/`` (several runs, issue 26) in run order, or the
+    variant directory itself when it holds one run (results written before issue 26)."""
+    if (variant_dir / "meta.json").exists():
+        return [variant_dir]
+    runs = [d for d in variant_dir.glob("run-*") if (d / "meta.json").exists() and d.name[4:].isdigit()]
+    return sorted(runs, key=lambda d: int(d.name[4:]))
+
+
+def next_run_dir(variant_dir: Path) -> Path:
+    """Where the next lab run of a variant goes: ``run-<k+1>`` after the runs already there (never overwrites)."""
+    done = [int(d.name[4:]) for d in variant_dir.glob("run-*") if d.name[4:].isdigit()]
+    if (variant_dir / "meta.json").exists():
+        raise SystemExit("%s holds a single run written before issue 26; write new runs to another --out" % variant_dir)
+    return variant_dir / ("run-%d" % (max(done, default=0) + 1))
+
+
+def preemption_causes(events: List[Mapping[str, Any]], scale: float, soon: float = 2.0) -> Dict[str, Any]:
+    """What preempted, from the recorded ``Preempted=True`` transitions: Kueue's reason (InCohortFairSharing: a
+    fair-sharing strategy; InCohortReclamation: a queue within its nominal quota taking it back; InClusterQueue),
+    the preemptor's cohort path and the number of preemption decisions (Kueue's message names them; replays
+    before issue 26 did not record messages), and how many victims had been admitted less than ``soon`` trace
+    minutes earlier (admitted into quota another queue was about to take: the re-admit/re-preempt churn)."""
+    admitted: Dict[str, float] = {}
+    reasons: Dict[str, int] = {}
+    paths: Dict[str, int] = {}
+    decisions = set()
+    quick = 0
+    for e in events:
+        if e.get("kind") != "workload":
+            continue
+        if (e["type"] == "QuotaReserved" and e["status"] == "True") or \
+                (e["type"] == "Evicted" and e["status"] == "False" and e.get("reason") == "QuotaReserved"):
+            admitted[e["job"]] = e["ms"]
+        if e["type"] == "Preempted" and e["status"] == "True":
+            reasons[e.get("reason") or "?"] = reasons.get(e.get("reason") or "?", 0) + 1
+            msg = e.get("message") or ""
+            if "preemptor path:" in msg:
+                path = msg.split("preemptor path:", 1)[1].split(";")[0].strip().rstrip("/")
+                paths[path] = paths.get(path, 0) + 1
+            if "(UID: " in msg:
+                decisions.add(msg.split("(UID: ", 1)[1].split(",")[0])
+            if e["job"] in admitted and (e["ms"] - admitted[e["job"]]) / 1000.0 / scale < soon:
+                quick += 1
+    return {"reasons": reasons, "preemptor_paths": paths, "decisions": len(decisions) if decisions else None,
+            "victim_admitted_within_2_min": quick, "preemptions": sum(reasons.values())}
+
+
 def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
                   nodes: Optional[Dict[str, List[float]]] = None) -> str:
     from bench.fairness import replay
@@ -151,28 +199,32 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
         p = out / "offline" / ("%s.json" % name)
         if p.exists():
             schedules["%s (offline)" % name] = load_results(p)
-    metas = {}
+    metas: Dict[str, Any] = {}          # schedule name -> its meta.json
+    lab_names: Dict[str, List[str]] = {}  # variant -> its lab schedules in run order
+    causes: Dict[str, Any] = {}
     for variant in model.VARIANTS:
-        d = out / "lab" / variant
-        if (d / "meta.json").exists():
+        dirs = run_dirs(out / "lab" / variant)
+        for d in dirs:
+            # one run in the variant directory (before issue 26): "tenancy (lab)"; several: "tenancy (lab run 2)"
+            name = "%s (lab)" % variant if d.name == variant else "%s (lab run %s)" % (variant, d.name[4:])
             meta = json.loads((d / "meta.json").read_text())
-            metas[variant] = meta
-            schedules["%s (lab)" % variant] = replay.to_results(trace, meta, replay.load_events(d / "events.jsonl"))
-            dump_results(schedules["%s (lab)" % variant], d / "schedule.json")
+            metas[name] = meta
+            events = replay.load_events(d / "events.jsonl")
+            schedules[name] = replay.to_results(trace, meta, events)
+            causes[name] = preemption_causes(events, meta["scale"])
+            dump_results(schedules[name], d / "schedule.json")
+            lab_names.setdefault(variant, []).append(name)
     for name, res in schedules.items():
         named[name] = metrics.summarise(res, fair, fair, capacity, nodes=nodes)
     statics = {}
+    lab_statics = lab_names.get("static", [])
     for name in named:
-        lab_static = named.get("static (lab)")
-        statics[name] = lab_static if name.endswith("(lab)") and lab_static else named["static (offline)"]
-    plots = out / "plots"
-    plots.mkdir(exist_ok=True)
-    for name, res in schedules.items():
-        slug = name.replace(" (", "-").replace(")", "").replace(" ", "-")
-        for pool, cap in capacity.items():
-            (plots / ("%s-%s.svg" % (slug, pool))).write_text(
-                summarise.stacked_svg(res, pool, fair.tenant_names, cap, "%s — %s allocation by tenant" % (name, pool)))
-    runs = {v: 1 for v in metas}
+        statics[name] = named["static (offline)"]
+        if "(lab" in name and lab_statics:
+            # the static run of the same round (same hour and load), else the last static run there is
+            same_round = name.replace(name.split(" (")[0], "static", 1)
+            statics[name] = named[same_round if same_round in named else lab_statics[-1]]
+    runs = {v: len(n) for v, n in lab_names.items()}
     lines = ["# Fair-sharing benchmark: %s" % out.name, "",
              "Written by `python bench/fairness/run.py --summarise-only %s` (bench/fairness/run.py, metrics.py, "
              "summarise.py)." % out,
@@ -181,19 +233,36 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
              "Inventory: %s. Nodes (GPUs per node): %s." % (
                  settings.get("inventory") or "bench/fairness/inventory.yml",
                  ", ".join("%s %s" % (p, "+".join("%g" % x for x in n)) for p, n in nodes.items())),
-             ("Lab runs per variant: %s (one run each: no spread)." % ", ".join("%s %d" % kv for kv in runs.items())
+             ("Lab runs per variant: %s%s." % (", ".join("%s %d" % kv for kv in runs.items()),
+                                               " (one run each: no spread)" if max(runs.values()) == 1 else
+                                               "; each run is scored against the static run of the same round, the "
+                                               "targets are judged on the mean over the runs, min–max beside it")
               if runs else "Lab runs: none (offline simulators only: deterministic, one run each)."),
              "Summarised on: %s (the lab runs' own machine and load are in docs/benchmarks.md and meta.json)." % machine(),
              ""]
-    for variant, meta in metas.items():
-        lines.append("- lab `%s`: 1 trace minute = %s s, bin-packing scheduler %s, converge %.1f s, %d submit errors, "
+    for variant, meta in metas.items():   # variant: the schedule's name
+        lines.append("- `%s`: 1 trace minute = %s s, bin-packing scheduler %s, converge %.1f s, %d submit errors, "
                      "wall %.0f s" % (variant, meta["scale"], "on" if meta["binpack"] else "off", meta["converge_seconds"],
                                       len(meta["errors"]), (meta["ended_ms"] - meta["t0_ms"]) / 1000.0))
         m = meta.get("machine")
-        lines.append("  machine: %s" % ("%s, %s CPUs, load average %s before and %s after the replay" % (
+        during = (m or {}).get("load_1m_during") or {}
+        lines.append("  machine: %s%s" % ("%s, %s CPUs, load average %s before and %s after the replay" % (
             m["platform"], m["cpus"], "/".join("%.1f" % x for x in m["load_before"]),
-            "/".join("%.1f" % x for x in m["load_after"])) if m else "not recorded in meta.json (replays before issue 26)"))
-        res = schedules["%s (lab)" % variant]
+            "/".join("%.1f" % x for x in m["load_after"])) if m else "not recorded in meta.json (replays before issue 26)",
+            "; 1-min load during it %.1f–%.1f (mean %.1f, %d samples)" % (
+                during["min"], during["max"], during["mean"], during["samples"]) if during.get("samples") else ""))
+        kueue = meta.get("kueue")
+        if kueue:
+            config = kueue.get("configuration")
+            strategies = ((config or {}).get("fairSharing") or {}).get("preemptionStrategies") \
+                if isinstance(config, dict) else config
+            lines.append("  Kueue: fairSharing.preemptionStrategies %s, waitForPodsReady %s; ClusterQueue preemption: %s" % (
+                strategies, (config or {}).get("waitForPodsReady") if isinstance(config, dict) else "?",
+                "; ".join("%s %s" % (cq, json.dumps(v.get("preemption"), sort_keys=True))
+                          for cq, v in sorted(kueue.get("cluster_queues", {}).items()))))
+        else:
+            lines.append("  Kueue's configuration: not recorded in meta.json (replays before issue 26)")
+        res = schedules[variant]
         unbound = sum(1 for r in res for x in r.runs if x.bind is None)
         lines.append("  Kueue's counters in Prometheus: admitted +%s (recorded %d admissions), preempted +%s "
                      "(recorded %d evictions in %d evicted runs); %d runs never had a pod bound" % (
@@ -201,6 +270,14 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
                          counter_delta(meta, "preempted"), sum(metrics.evictions_of(r) for r in res),
                          sum(1 for r in res for x in r.runs if x.evicted), unbound))
         lines += cross_check(meta, res)
+        c = causes[variant]
+        if c["preemptions"]:
+            lines.append("  preemptions by Kueue's reason: %s; preemptor cohort path: %s; %s decisions; %d of %d victims "
+                         "had been admitted < 2 trace minutes before" % (
+                             ", ".join("%s %d" % kv for kv in sorted(c["reasons"].items())),
+                             ", ".join("%s %d" % kv for kv in sorted(c["preemptor_paths"].items())) or "not recorded",
+                             c["decisions"] if c["decisions"] is not None else "? (not recorded)",
+                             c["victim_admitted_within_2_min"], c["preemptions"]))
     demand_q = out / "offline" / "static-demand-quotas.json"
     if demand_q.exists():
         q = json.loads(demand_q.read_text())
@@ -215,6 +292,20 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
               "most GPUs the jobs present at each saturated instant could occupy on the nodes (packing, no fairness).",
               "", summarise.figures_table(named, statics, fair), ""]
     ideal = named.get("ideal (offline)")
+    pools = list(capacity)
+    spreads: Dict[str, Any] = {}
+    for variant, names in lab_names.items():
+        comparisons = [summarise.compare(named[n], statics[n], ideal) for n in names]
+        spreads[variant] = summarise.spread_figures(comparisons, [named[n] for n in names])
+    if spreads and max(len(n) for n in lab_names.values()) > 1:
+        lines += ["Spread over the lab runs: mean (min–max); gains against the static run of the same round.", "",
+                  summarise.spread_table(spreads, pools), ""]
+        for variant in ("tenancy", "weights1"):
+            if variant in spreads:
+                lines += ["Targets for **%s (lab)**, judged on the mean over its %d runs:" % (
+                    variant, len(lab_names[variant])), "",
+                    summarise.table(["target", "mean (min–max)", "runs meeting it", ""],
+                                    summarise.spread_target_rows(spreads[variant], pools)), ""]
     for name in ("tenancy (lab)", "weights1 (lab)", "ideal (offline)"):
         if name in named:
             c = summarise.compare(named[name], statics[name], ideal)
@@ -223,7 +314,11 @@ def summarise_dir(out: Path, inv: Optional[Dict[str, Any]] = None,
                 summarise.table(["target", "measured", ""], summarise.target_rows(c)), ""]
     text = "\n".join(lines)
     (out / "summary.md").write_text(text)
-    (out / "summary.json").write_text(json.dumps(named, indent=1, sort_keys=True, default=str))
+    # one entry per schedule as before; "lab spread" holds mean/min/max/runs per variant and figure
+    for name, c in causes.items():
+        named[name]["preemption_causes"] = c
+    (out / "summary.json").write_text(json.dumps(dict(named, **({"lab spread": spreads} if spreads else {})),
+                                                 indent=1, sort_keys=True, default=str))
     return text
 
 
@@ -240,6 +335,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--inventory", type=Path, help="tenant inventory (default: bench/fairness/inventory.yml)")
     ap.add_argument("--capacity", help="GPUs per node of each pool, e.g. fs-h100=8+8,fs-mig-1g=7 (default: the lab)")
     ap.add_argument("--trace", type=Path, help="replay this trace file instead of generating one")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="lab runs per variant, added after the runs already in --out (lab/<variant>/run-<k>)")
     ap.add_argument("--offline-only", action="store_true")
     ap.add_argument("--summarise-only", type=Path)
     ap.add_argument("--out", type=Path, default=Path("bench/fairness/results/latest"))
@@ -265,7 +362,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if unknown:
             ap.error("%s: tenants not in the inventory: %s" % (args.trace, ", ".join(unknown)))
     else:
-        trace = tracegen.generate(args.seed, args.jobs, args.horizon, tree=tree, rates=args.rates)
+        trace = tracegen.generate(args.seed, args.jobs, args.horizon, tree=tree, rates=args.rates,
+                                  lenders=tracegen.lenders_of(inv))
     (out / "trace.json").write_text(json.dumps(trace, indent=1, sort_keys=True))
     (out / "run.json").write_text(json.dumps({
         "inventory": str(args.inventory) if args.inventory else None, "nodes": nodes,
@@ -276,12 +374,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.offline_only:
         from bench.fairness import replay
 
-        for variant in [v for v in args.variants.split(",") if v]:
-            start = time.monotonic()
-            replay.replay(trace, variant, out / "lab" / variant, scale=args.scale, binpack=not args.no_binpack,
-                          inventory=inv)
-            print("variant %s replayed in %.0f s" % (variant, time.monotonic() - start), flush=True)
-            summarise_dir(out, inv, nodes)   # figures so far, in case a later variant is interrupted
+        # round-robin (every variant once, then again), so that a slow or loaded hour hits all variants alike
+        for _round in range(args.runs):
+            for variant in [v for v in args.variants.split(",") if v]:
+                start = time.monotonic()
+                where = next_run_dir(out / "lab" / variant)
+                replay.replay(trace, variant, where, scale=args.scale, binpack=not args.no_binpack, inventory=inv)
+                print("variant %s replayed in %.0f s (%s)" % (variant, time.monotonic() - start, where), flush=True)
+                summarise_dir(out, inv, nodes)   # figures so far, in case a later run is interrupted
     print(summarise_dir(out, inv, nodes))
     return 0
 

@@ -226,3 +226,91 @@ def figures_table(named: Mapping[str, Mapping[str, Any]], statics: Mapping[str, 
             "an eviction):\n\n" +
             table(["schedule", "admissions", "preemptions", "runs evicted", "jobs preempted", "jobs preempted > 2×",
                    "worst job", "jobs by times preempted", "preemptions by victim tenant"], churn))
+
+
+# Several lab runs of one variant (issue 26): each run is scored against the static run of the same round (same
+# hour, similar machine load); the targets are judged on the mean over the runs, with min–max beside it.
+def spread_figures(comparisons: List[Mapping[str, Any]], summaries: List[Mapping[str, Any]]) -> Dict[str, Any]:
+    """figure -> {"mean", "min", "max", "runs": [one value per run]} over the runs of one variant."""
+    values: Dict[str, List[float]] = {}
+
+    def add(key: str, v: Any) -> None:
+        values.setdefault(key, []).append(float(v))
+
+    for c, s in zip(comparisons, summaries):
+        for pool, p in c["pools"].items():
+            for metric in ("work_saturated", "alloc_saturated", "gain_work_points", "gain_points", "jain_work_mean",
+                           "jain_work_worst", "work_vs_bound"):
+                add("%s %s" % (pool, metric), p[metric])
+        for metric in ("preemptions_per_100", "max_preemptions", "wasted_work_fraction", "makespan_ratio"):
+            add(metric, c[metric])
+        add("runs_evicted_per_100", s["runs_evicted_per_100"])
+        add("jobs_preempted_over_2", s["churn"]["jobs_preempted_over_2"])
+        add("p95_worst_excess", c["p95"][0][0])   # worst tenant's p95 wait minus its limit (≤ 0: met)
+    out: Dict[str, Any] = {}
+    for key, vs in values.items():
+        known = [v for v in vs if not math.isnan(v)]
+        out[key] = {"runs": vs, "mean": sum(known) / len(known) if known else float("nan"),
+                    "min": min(known) if known else float("nan"), "max": max(known) if known else float("nan")}
+    return out
+
+
+def _mmm(f: Mapping[str, Any], digits: int = 3) -> str:
+    if len(f["runs"]) == 1:
+        return fmt(f["mean"], digits)
+    return "%s (%s–%s)" % (fmt(f["mean"], digits), fmt(f["min"], digits), fmt(f["max"], digits))
+
+
+def spread_target_rows(spread: Mapping[str, Any], pools: List[str]) -> List[List[str]]:
+    """The targets judged on the mean over the runs; min–max and how many runs met each target beside it."""
+    rows = []
+    n = len(next(iter(spread.values()))["runs"])
+    for key, label in TARGETS:
+        parts = key.split()
+        metric = parts[0]
+        if key == "p95_ok":
+            f = spread["p95_worst_excess"]
+            met = sum(1 for v in f["runs"] if v <= 0)
+            rows.append([label, "worst tenant's p95 − limit: %s min" % _mmm(f, 1), "%d of %d" % (met, n),
+                         "met" if f["mean"] <= 0 else "**missed**"])
+            continue
+        if parts[1] == "info":
+            rows.append([label, ", ".join("%s %s" % (p, _mmm(spread["%s %s" % (p, metric)])) for p in pools), "", ""])
+            continue
+        bound_f = float(parts[2])
+        if metric in SCALARS:
+            f = spread[metric]
+            digits = 0 if metric == "max_preemptions" else 1 if metric == "preemptions_per_100" else 3
+            met = sum(1 for v in f["runs"] if v <= bound_f + 1e-12)
+            rows.append([label, _mmm(f, digits), "%d of %d" % (met, n),
+                         "met" if f["mean"] <= bound_f + 1e-12 else "**missed**"])
+            continue
+        fs = {p: spread["%s %s" % (p, metric)] for p in pools}
+        known = {p: f for p, f in fs.items() if not math.isnan(f["mean"])}
+        if not known:
+            rows.append([label, "no contention window", "", "n/a"])
+            continue
+        digits = 1 if "points" in metric else 3
+        met = sum(1 for i in range(n) if all(math.isnan(f["runs"][i]) or f["runs"][i] >= bound_f - 1e-12
+                                             for f in known.values()))
+        rows.append([label, ", ".join("%s %s" % (p, _mmm(f, digits)) for p, f in fs.items()), "%d of %d" % (met, n),
+                     "met" if all(f["mean"] >= bound_f - 1e-12 for f in known.values()) else "**missed**"])
+    return rows
+
+
+def spread_table(spreads: Mapping[str, Mapping[str, Any]], pools: List[str]) -> str:
+    """One row per variant: mean (min–max) over its lab runs of the headline figures."""
+    header = ["variant (runs)"] + ["%s GPU work sat." % p for p in pools] + ["%s gain pts (work)" % p for p in pools] + \
+        ["%s Jain work mean" % p for p in pools] + ["preempt./100", "max preempt./job", "jobs preempted > 2×",
+                                                   "wasted work"]
+    rows = []
+    for name, sp in spreads.items():
+        n = len(next(iter(sp.values()))["runs"])
+        row = ["%s (%d)" % (name, n)]
+        row += [_mmm(sp["%s work_saturated" % p]) for p in pools]
+        row += [_mmm(sp["%s gain_work_points" % p], 1) for p in pools]
+        row += [_mmm(sp["%s jain_work_mean" % p]) for p in pools]
+        row += [_mmm(sp["preemptions_per_100"], 1), _mmm(sp["max_preemptions"], 1),
+                _mmm(sp["jobs_preempted_over_2"], 1), _mmm(sp["wasted_work_fraction"], 3)]
+        rows.append(row)
+    return table(header, rows)

@@ -18,6 +18,8 @@ GPUs submits about as much as two tenants with a quarter each; ``"equal"`` gives
 traces committed before issue 26, e.g. ``results/reduced/trace.json``, were made so and are reproduced
 bit for bit by it). A tenant without any accelerator quota submits nothing (it cannot run anything in the
 static partition); the ``alone`` phase and the burst belong to the first tenant with quota on the GPU pool.
+A scenario inventory can name *lenders* (top-level ``fairness_bench_lenders: [tenant, ...]``): ClusterQueues that
+only hold quota for the others (KEP-1714 story 3's CS, a company pool) and submit nothing.
 
 Trace file format (``--trace`` of run.py): JSON ``{"params": {...}, "jobs": [...], "sha256": "..."}``; each job
 ``{"id", "tenant", "pool" (flavor name), "size" (GPUs or slices), "submit" and "duration" (trace minutes),
@@ -33,7 +35,7 @@ import math
 import random
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -46,6 +48,12 @@ MIG_SIZE_WEIGHTS = (0.7, 0.3)
 PHASES = (("alone", 0.0, 0.15), ("all", 0.15, 0.45), ("burst", 0.45, 0.55), ("onoff", 0.55, 1.0))
 # arrival intensity while ON, relative to the ON/OFF phase: the lone tenant and the "all" phase push harder
 INTENSITY = {"alone": 3.0, "all": 1.5, "burst": 1.0, "onoff": 1.0}
+
+
+def lenders_of(inventory: Mapping[str, Any]) -> List[str]:
+    """The tenants a scenario marks as lenders (top-level ``fairness_bench_lenders``: a bench-only key, which the
+    collection's playbooks ignore like any unknown extra variable)."""
+    return list(inventory.get("fairness_bench_lenders") or [])
 
 
 def canonical_sha256(jobs: List[Mapping[str, Any]], params: Mapping[str, Any]) -> str:
@@ -72,25 +80,31 @@ def _onoff_periods(rng: random.Random, start: float, end: float, mean_on: float,
     return out
 
 
-def rate_weights(tree: Tree, rates: str = "quota") -> Dict[str, float]:
-    """Relative arrival rate per tenant (see the module docstring); 0 for a tenant without accelerator quota."""
+def rate_weights(tree: Tree, rates: str = "quota", lenders: Sequence[str] = ()) -> Dict[str, float]:
+    """Relative arrival rate per tenant (see the module docstring); 0 for a tenant without accelerator quota and
+    for a lender (a ClusterQueue that only holds quota for the others, e.g. KEP-1714 story 3's CS)."""
     if rates not in ("quota", "equal"):
         raise ValueError("rates must be 'quota' or 'equal', not %r" % rates)
     total = {p: sum(n.nominal.get(p, 0.0) for n in tree.tenant_nodes.values()) for p in tree.pools}
     out = {}
     for t, node in tree.tenant_nodes.items():
         share = sum(node.nominal.get(p, 0.0) / total[p] for p in tree.pools if total[p] > 0)
-        out[t] = (1.0 if share > 0 else 0.0) if rates == "equal" else share
+        out[t] = 0.0 if t in lenders else (1.0 if share > 0 else 0.0) if rates == "equal" else share
     return out
 
 
 def generate(seed: int = 14, jobs: int = 450, horizon: float = 600.0, tree: Optional[Tree] = None,
              median_minutes: float = 8.0, sigma: float = 0.8, max_minutes: float = 60.0,
-             burst_jobs: int = 6, mig_fraction: float = 0.6, rates: str = "quota") -> Dict[str, Any]:
-    """A trace of about ``jobs`` jobs over ``horizon`` trace minutes (the count is a Poisson draw around it)."""
+             burst_jobs: int = 6, mig_fraction: float = 0.6, rates: str = "quota",
+             lenders: Sequence[str] = ()) -> Dict[str, Any]:
+    """A trace of about ``jobs`` jobs over ``horizon`` trace minutes (the count is a Poisson draw around it).
+    ``lenders``: tenants that submit nothing (their quota is only lent)."""
     tree = tree or tree_from_inventory(load_inventory())
+    unknown = sorted(set(lenders) - set(tree.tenant_names))
+    if unknown:
+        raise ValueError("lenders not in the inventory: %s" % ", ".join(unknown))
     rng = random.Random(seed)
-    weight = rate_weights(tree, rates)
+    weight = rate_weights(tree, rates, lenders)
     tenants = [t for t in tree.tenant_names if weight[t] > 0]
     gpu_pool = next((p for p, r in tree.pools.items() if r == "nvidia.com/gpu"), None)
     mig_pool = next((p for p, r in tree.pools.items() if r != "nvidia.com/gpu"), None)
@@ -152,6 +166,8 @@ def generate(seed: int = 14, jobs: int = 450, horizon: float = 600.0, tree: Opti
               "nominal": {t: tree.tenant_nodes[t].nominal for t in tenants}}
     if rates != "equal":
         params["rates"] = {t: round(weight[t], 6) for t in tenants}
+    if lenders:   # only then, so that the traces made before keep their sha256
+        params["lenders"] = sorted(lenders)
     return {"params": params, "jobs": out, "sha256": canonical_sha256(out, params)}
 
 
@@ -175,8 +191,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--inventory", type=Path, help="tenant inventory (default: bench/fairness/inventory.yml)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    tree = tree_from_inventory(load_inventory(args.inventory)) if args.inventory else None
-    trace = generate(args.seed, args.jobs, args.horizon, tree=tree, rates=args.rates)
+    inv = load_inventory(args.inventory) if args.inventory else load_inventory()
+    trace = generate(args.seed, args.jobs, args.horizon, tree=tree_from_inventory(inv), rates=args.rates,
+                     lenders=lenders_of(inv))
     args.out.write_text(json.dumps(trace, indent=1, sort_keys=True))
     print("%d jobs, seed %d, sha256 %s -> %s" % (len(trace["jobs"]), args.seed, trace["sha256"], args.out))
     return 0

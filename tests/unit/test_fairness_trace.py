@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import statistics
+
+import pytest
 import sys
 from pathlib import Path
 
@@ -98,3 +100,38 @@ def test_equal_rates_reproduce_the_committed_reduced_trace():
     committed = json.loads((Path(__file__).resolve().parents[2] / "bench/fairness/results/reduced/trace.json").read_text())
     again = trace.generate(seed=14, jobs=120, horizon=160.0, rates="equal")
     assert again["sha256"] == committed["sha256"] and again["jobs"] == committed["jobs"]
+
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "bench" / "fairness" / "scenarios"
+
+
+def test_a_lender_submits_nothing_and_the_others_keep_their_rates():
+    inv = model.load_inventory(SCENARIOS / "kep1714-story3-weights.yml")
+    tree = model.tree_from_inventory(inv)
+    assert trace.lenders_of(inv) == ["cs-pool"]
+    tr = trace.generate(14, 120, 160.0, tree=tree, lenders=trace.lenders_of(inv))
+    by_tenant = {t: sum(1 for j in tr["jobs"] if j["tenant"] == t) for t in tree.tenant_names}
+    assert by_tenant["cs-pool"] == 0
+    assert all(by_tenant[t] > 0 for t in ("team-1a", "team-1b", "team-1c", "team-2a"))
+    assert all(j["size"] <= 1 for j in tr["jobs"])          # a job never asks more than its tenant's quota (1)
+    assert tr["params"]["lenders"] == ["cs-pool"] and "cs-pool" not in tr["params"]["tenants"]
+    assert trace.verify(tr)
+    # without lenders the pool would submit most of the jobs (12 of the 16 GPUs of quota)
+    plain = trace.generate(14, 120, 160.0, tree=tree)
+    assert sum(1 for j in plain["jobs"] if j["tenant"] == "cs-pool") > len(plain["jobs"]) / 2
+    with pytest.raises(ValueError):
+        trace.generate(14, 120, 160.0, tree=tree, lenders=["nobody"])
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SCENARIOS.glob("*.yml")))
+def test_scenario_files_are_valid_inventories_within_the_lab(name):
+    # every scenario must pass the collection's own inventory validation (the lab replay converges it) and fit
+    # the lab's 16 H100 (the replay checks capacity)
+    from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
+
+    inv = model.load_inventory(SCENARIOS / ("%s.yml" % name))
+    tree = model.tree_from_inventory(inv)
+    assert sum(n.nominal.get("fs-h100", 0.0) for n in tree.tenant_nodes.values()) <= 16
+    collection = {k: v for k, v in inv.items() if not k.startswith("fairness_bench_")}
+    parsed = TenantModel.from_inventory(collection)    # raises on any problem of the collection's contract
+    assert sorted(t.name for t in parsed.present_tenants) == sorted(tree.tenant_names)
