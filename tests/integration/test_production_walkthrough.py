@@ -54,14 +54,14 @@ BUILT_COLLECTION = REPO / ".build" / "ansible_collections" / "gpuaas" / "platfor
 NOT_RUN_IN_LAB = {("1-install", "both"), ("4-user-workload-monitoring", "openshift"), ("5-install", "both")}
 # the blocks that run, in page order, per lab flavour
 RUN_ORDER = {
-    "kubernetes": ["2-connect", "3-inventory", "4-accounts", "5-tenants", "5-observability-validate"],
+    "kubernetes": ["2-connect", "3-inventory", "4-accounts", "5-tenants", "5-observability-validate", "5-node-pools"],
     "openshift": ["2-connect", "3-inventory", "4-accounts", "4-prometheus-reader", "4-rotate-prometheus-token",
-                  "5-tenants", "5-observability-validate"],
+                  "5-tenants", "5-observability-validate", "5-node-pools"],
 }
 EXAMPLE_API_SERVER = "https://api.gpu.example.com:6443"
 PREFIX = "wt-"
 ACCOUNTS_NAMESPACE = "gpuaas-automation"
-ACCOUNTS = ("gpuaas-tenants", "gpuaas-observability", "gpuaas-validate")
+ACCOUNTS = ("gpuaas-tenants", "gpuaas-observability", "gpuaas-validate", "gpuaas-node-pools")
 REFUSED = re.compile(r'is forbidden: User "[^"]*" cannot')
 RECAP = re.compile(r"^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 MARKER = re.compile(
@@ -287,5 +287,12 @@ def test_production_walkthrough_runs_as_written(flavour, request, tmp_path):
         assert by_observability and all(w.rsplit(" ", 1)[1].startswith("2") for w in by_observability), by_observability
         assert not step5b.get("system:serviceaccount:%s:gpuaas-validate" % ACCOUNTS_NAMESPACE), "validate wrote"
         assert "Show GPU utilization per tenant" in last.stdout, explain("5-observability-validate", last)
+
+        # the node-pools account runs its playbook (no pool in the examples: nothing to do, nothing written)
+        pools = outputs["5-node-pools"]
+        runs = recaps(pools.stdout)
+        assert len(runs) == 1 and runs[0]["failed"] == 0 and runs[0]["changed"] == 0, explain("5-node-pools", pools)
+        assert not writes["5-node-pools"].get("system:serviceaccount:%s:gpuaas-node-pools" % ACCOUNTS_NAMESPACE)
+        assert not foreign_writers(writes["5-node-pools"]), foreign_writers(writes["5-node-pools"])
     finally:
         cleanup(lab, inventory, run_playbook, before)
