@@ -105,6 +105,7 @@ def accounts(lab, run_playbook):
             {"name": VALIDATE_SA, "namespace": SA_NAMESPACE, "playbooks": ["validate"]},
             {"name": SCALEDOWN_SA, "namespace": SA_NAMESPACE, "playbooks": ["node_pool_scaledown"]},
         ]})
+    kubectl(lab, "create", "namespace", POOL_NS)  # the pools' target namespace exists before its Role is made
     setup = run_playbook(PLAYBOOKS / "automation_rbac.yml", extra_vars=rbac_vars)
     assert setup.rc == 0, setup.explain()
     tokens = {}
@@ -378,7 +379,8 @@ def pool(lab):
         assert got["status"]["nodeRef"]["name"] == node, got.get("status")
     yield
     kubectl(lab, "delete", "node", *POOL_NODES, FOREIGN_NODE, "--ignore-not-found", "--wait=false")
-    kubectl(lab, "delete", "namespace", POOL_NS, "--ignore-not-found", "--wait=false")
+    kubectl(lab, "-n", POOL_NS, "delete", "machines.cluster.x-k8s.io,machinedeployments.cluster.x-k8s.io", "--all",
+            "--ignore-not-found", "--wait=false")
 
 
 def test_scaledown_account_scales_its_pool_down_and_nothing_else(accounts, lab, run_playbook, pool, audit_writes):
