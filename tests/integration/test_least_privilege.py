@@ -418,7 +418,9 @@ def test_scaledown_account_scales_its_pool_down_and_nothing_else(accounts, lab, 
     pool_node = POOL_NODES[0]
     refused("delete", "node", pool_node, by="forbidden")                             # RBAC: no delete on nodes
     refused("delete", "node", FOREIGN_NODE, by="forbidden")
-    refused("cordon", FOREIGN_NODE, by="may cordon only nodes of its pools")          # fence: not a pool node
+    # (a patch, not `kubectl cordon`: cordon prints the refusal but exits 0)
+    refused("patch", "node", FOREIGN_NODE, "--type=merge", "-p", '{"spec":{"unschedulable":true}}',
+            by="may cordon only nodes of its pools")                                      # fence: not a pool node
     refused("label", "node", pool_node, "lp=stolen", by="may change only spec.unschedulable")
     refused("taint", "node", pool_node, "lp=x:NoSchedule", by="may change only spec.unschedulable")
     refused("-n", POOL_NS, "patch", "machinedeployments.cluster.x-k8s.io", POOL_TARGET, "--type=merge",
@@ -434,9 +436,12 @@ def test_scaledown_account_scales_its_pool_down_and_nothing_else(accounts, lab, 
     for verb, resource in (("create", "pods"), ("delete", "pods"), ("create", "nodes"), ("patch", "namespaces"),
                            ("get", "secrets"), ("create", "pods/eviction")):
         assert kubectl(lab, "auth", "can-i", verb, resource, "-n", TENANT_NS, token=token).stdout.strip() == "no", (verb, resource)
-    assert fence in kubectl(lab, "cordon", FOREIGN_NODE, token=token).stderr
+    assert fence in kubectl(lab, "patch", "node", FOREIGN_NODE, "--type=merge", "-p", '{"spec":{"unschedulable":true}}',
+                            token=token).stderr
     foreign = json.loads(kubectl(lab, "get", "node", FOREIGN_NODE, "-o", "json", check=True).stdout)
     assert not foreign["spec"].get("unschedulable") and foreign["metadata"]["labels"]["lp"] == "foreign"
     assert "lp" not in json.loads(kubectl(lab, "get", "node", pool_node, "-o", "json", check=True).stdout)["metadata"]["labels"]
     # the account may still give a node of its pool back (what the module does when a pod landed meanwhile)
-    assert kubectl(lab, "uncordon", pool_node, token=token).returncode == 0
+    back = kubectl(lab, "patch", "node", pool_node, "--type=merge", "-p", '{"spec":{"unschedulable":null}}', token=token)
+    assert back.returncode == 0, back.stderr
+    assert not json.loads(kubectl(lab, "get", "node", pool_node, "-o", "json", check=True).stdout)["spec"].get("unschedulable")
