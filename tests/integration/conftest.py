@@ -216,11 +216,17 @@ def variant_run_playbook(variant_lab: Lab):
 
 
 class AuditWindow:
+    """Write requests in the audit log during a block. ``events`` / ``dry_run_events``: those of the code under test
+    (every user but Kubernetes' own identities and the lab's); ``all_events``: every non-dry-run write, whoever made
+    it - ServiceAccounts are ``system:serviceaccount:...`` users, so a test of an automation account reads these
+    (``by_user``)."""
+
     def __init__(self, audit_log: str):
         self.audit_log = audit_log
         self.offset = 0
         self.events: list[dict[str, Any]] = []
         self.dry_run_events: list[dict[str, Any]] = []
+        self.all_events: list[dict[str, Any]] = []
 
     def __enter__(self) -> "AuditWindow":
         self.offset = os.path.getsize(self.audit_log)
@@ -239,12 +245,22 @@ class AuditWindow:
                 if ev.get("verb") not in WRITE_VERBS:
                     continue
                 user = ev.get("user", {}).get("username", "")
+                if "dryRun=All" not in ev.get("requestURI", ""):
+                    self.all_events.append(ev)
                 if user.startswith(LAB_USERS_PREFIXES):
                     continue
                 if "dryRun=All" in ev.get("requestURI", ""):
                     self.dry_run_events.append(ev)
                 else:
                     self.events.append(ev)
+
+    def by_user(self) -> dict[str, list[str]]:
+        """Every non-dry-run write of the window as ``"verb URI -> status code"``, by user name."""
+        out: dict[str, list[str]] = {}
+        for ev in self.all_events:
+            out.setdefault(ev.get("user", {}).get("username", ""), []).append("%s %s -> %s" % (
+                ev["verb"], ev["requestURI"], ev.get("responseStatus", {}).get("code")))
+        return out
 
     def describe(self) -> str:
         lines = ["%s %s by %s -> %s" % (e["verb"], e["requestURI"], e["user"].get("username"),

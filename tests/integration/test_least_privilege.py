@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -25,10 +24,17 @@ PLAYBOOKS = REPO / "playbooks"
 SA_NAMESPACE = "gpuaas-lp"
 TENANTS_SA = "gpuaas-lp-tenants"
 VALIDATE_SA = "gpuaas-lp-validate"
+SCALEDOWN_SA = "gpuaas-lp-scaledown"
+# node_pool_scaledown's own objects: a Cluster API MachineDeployment (the Kubernetes lab's pool kind) with two
+# Machines and their nodes, a second MachineDeployment that is no pool's, and a node that belongs to no pool
+POOL_NS = "gpuaas-lp-machines"
+POOL_TARGET, OTHER_TARGET = "lp-pool", "lp-not-a-pool"
+POOL_LABEL = {"node.cluster.x-k8s.io/lp-pool": "lp"}
+POOL_NODES = ("lp-pool-node-a", "lp-pool-node-b")
+FOREIGN_NODE = "lp-foreign-node"
 KEDA_NAMESPACE = "gpuaas-lp-keda"
 TENANT = "lp-team"
 TENANT_NS = "lp-team-work"
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 
 
 def kubectl(lab, *args: str, check: bool = False, token: str | None = None) -> subprocess.CompletedProcess:
@@ -63,42 +69,21 @@ def sa_env(lab, token: str) -> dict:
             "KUBECONFIG": "/nonexistent/gpuaas-no-kubeconfig"}
 
 
-class AuditByUser:
-    """Write requests in the audit log during a block, grouped by user (includes ServiceAccounts)."""
-
-    def __init__(self, lab):
-        self.path = lab.audit_log
-        self.offset = 0
-        self.writes: dict[str, list[str]] = {}
-
-    def __enter__(self) -> "AuditByUser":
-        self.offset = Path(self.path).stat().st_size
-        return self
-
-    def __exit__(self, *exc) -> None:
-        time.sleep(0.5)
-        with open(self.path, encoding="utf-8") as handle:
-            handle.seek(self.offset)
-            for line in handle:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if event.get("verb") not in WRITE_VERBS or event.get("stage") not in (None, "ResponseComplete"):
-                    continue
-                if "dryRun=All" in event.get("requestURI", ""):
-                    continue
-                user = event.get("user", {}).get("username", "")
-                self.writes.setdefault(user, []).append("%s %s -> %s" % (
-                    event["verb"], event["requestURI"], event.get("responseStatus", {}).get("code")))
-
-
 def sa_user(name: str) -> str:
     return "system:serviceaccount:%s:%s" % (SA_NAMESPACE, name)
 
 
+def node_pools_vars() -> dict:
+    """The inventory's node pool the scaledown account may shrink (its flavor: the pool's label)."""
+    return {"gpuaas_flavors": [{"name": "lp-pool", "node_labels": POOL_LABEL}],
+            "gpuaas_node_pools": [{"name": "lp", "flavor": "lp-pool", "max_nodes": 2, "gpus_per_node": 8,
+                                   "target": {"kind": "MachineDeployment", "name": POOL_TARGET, "namespace": POOL_NS},
+                                   "node_labels": POOL_LABEL, "provisioning_seconds": 0, "idle_seconds": 0}]}
+
+
 def cleanup(lab) -> None:
     """Remove the test's own objects (admin), whatever state a failed run left."""
+    kubectl(lab, "delete", "node", *POOL_NODES, FOREIGN_NODE, "--ignore-not-found", "--wait=false")
     for args in (("delete", "clusterqueue", TENANT), ("delete", "resourceflavor", "lp-h100"),
                  ("delete", "workloadpriorityclass", "lp-batch"),
                  ("delete", "clusterrole", "gpuaas-tenant-%s" % TENANT),
@@ -113,22 +98,24 @@ def cleanup(lab) -> None:
 def accounts(lab, run_playbook):
     """The ServiceAccounts, bound by playbooks/automation_rbac.yml (run as the lab admin), and their tokens."""
     cleanup(lab)
-    rbac_vars = {
+    rbac_vars = dict(node_pools_vars(), **{
         "gpuaas_keda_namespace": KEDA_NAMESPACE,
         "gpuaas_automation_rbac_accounts": [
             {"name": TENANTS_SA, "namespace": SA_NAMESPACE, "playbooks": ["tenants", "validate"]},
             {"name": VALIDATE_SA, "namespace": SA_NAMESPACE, "playbooks": ["validate"]},
-        ]}
+            {"name": SCALEDOWN_SA, "namespace": SA_NAMESPACE, "playbooks": ["node_pool_scaledown"]},
+        ]})
+    kubectl(lab, "create", "namespace", POOL_NS)  # the pools' target namespace exists before its Role is made
     setup = run_playbook(PLAYBOOKS / "automation_rbac.yml", extra_vars=rbac_vars)
     assert setup.rc == 0, setup.explain()
     tokens = {}
-    for name in (TENANTS_SA, VALIDATE_SA):
+    for name in (TENANTS_SA, VALIDATE_SA, SCALEDOWN_SA):
         out = kubectl(lab, "-n", SA_NAMESPACE, "create", "token", name, "--duration=1h", check=True)
         tokens[name] = out.stdout.strip()
     yield tokens
     cleanup(lab)
     teardown = run_playbook(PLAYBOOKS / "automation_rbac.yml", extra_vars=dict(rbac_vars, gpuaas_automation_rbac_state="absent"))
-    kubectl(lab, "delete", "namespace", SA_NAMESPACE, KEDA_NAMESPACE, "--ignore-not-found", "--wait=false")
+    kubectl(lab, "delete", "namespace", SA_NAMESPACE, KEDA_NAMESPACE, POOL_NS, "--ignore-not-found", "--wait=false")
     assert teardown.rc == 0, teardown.explain()
 
 
@@ -167,16 +154,16 @@ def test_shipped_cluster_roles_grant_no_secrets_cluster_wide_and_bind_only_admin
                    token=accounts[VALIDATE_SA]).stdout.strip() == "no"
 
 
-def test_tenants_playbook_runs_end_to_end_as_the_service_account(accounts, lab, run_playbook):
+def test_tenants_playbook_runs_end_to_end_as_the_service_account(accounts, lab, run_playbook, audit_writes):
     token = accounts[TENANTS_SA]
-    with AuditByUser(lab) as audit:
+    with audit_writes() as audit:
         first = run_tenants(run_playbook, lab, token)
     assert first.rc == 0, first.explain()
     assert first.changed >= 1
-    writes = audit.writes.get(sa_user(TENANTS_SA), [])
+    writes = audit.by_user().get(sa_user(TENANTS_SA), [])
     assert any("/clusterqueues/%s" % TENANT in w for w in writes), writes
     assert any("/namespaces/%s/rolebindings/gpuaas-admins" % TENANT_NS in w for w in writes), writes
-    assert not audit.writes.get("lab-admin"), "the admin identity was used: %s" % audit.writes["lab-admin"]
+    assert not audit.by_user().get("lab-admin"), "the admin identity was used: %s" % audit.by_user()["lab-admin"]
     assert all(w.rsplit(" ", 1)[1].startswith("2") for w in writes), writes
 
     # what the account created is really there, with the tenant's RBAC (bind on admin/edit was enough)
@@ -190,7 +177,7 @@ def test_tenants_playbook_runs_end_to_end_as_the_service_account(accounts, lab, 
     assert module_result(second)["changed"] is False, module_result(second).get("summary")
 
 
-def test_check_mode_preview_of_a_change_as_the_service_account_writes_nothing(accounts, lab, run_playbook):
+def test_check_mode_preview_of_a_change_as_the_service_account_writes_nothing(accounts, lab, run_playbook, audit_writes):
     """--check --diff of a quota change: the dry-run requests are authorized like real ones, nothing is written.
     (A preview of a tenant's *first* onboarding fails for this account: the dry-run ClusterRoleBinding refers to a
     tenant ClusterRole that does not exist yet, and RBAC's escalation check cannot resolve it - see
@@ -198,35 +185,35 @@ def test_check_mode_preview_of_a_change_as_the_service_account_writes_nothing(ac
     extra = inventory(lab)
     extra["gpuaas_tenants"][0]["quotas"][0]["resources"]["nvidia.com/gpu"] = 2
     extra["gpuaas_tenants_limit"] = [TENANT]
-    with AuditByUser(lab) as audit:
+    with audit_writes() as audit:
         run = run_playbook(PLAYBOOKS / "tenants.yml", extra_vars=extra, check=True, diff=True,
                            env=sa_env(lab, accounts[TENANTS_SA]))
     assert run.rc == 0, run.explain()
     result = module_result(run)
     assert result["changed"] is True and result["summary"].get("updated", 0) >= 1, result.get("summary")
-    assert not audit.writes.get(sa_user(TENANTS_SA)), "check mode wrote: %s" % audit.writes
+    assert not audit.by_user().get(sa_user(TENANTS_SA)), "check mode wrote: %s" % audit.by_user()
     live = json.loads(kubectl(lab, "get", "clusterqueue", TENANT, "-o", "json", check=True).stdout)
     quotas = {r["name"]: str(r["nominalQuota"]) for g in live["spec"]["resourceGroups"] for f in g["flavors"]
               for r in f["resources"]}
     assert quotas["nvidia.com/gpu"] == "1", quotas  # unchanged on the cluster
 
 
-def test_full_reconcile_is_authorized_for_every_kind_the_tenants_module_manages(accounts, lab, run_playbook):
+def test_full_reconcile_is_authorized_for_every_kind_the_tenants_module_manages(accounts, lab, run_playbook, audit_writes):
     """Unlimited reconcile (node pools, shared flavors, priorities, admission policy, queue-reader role, prune scope of
     every managed kind) as the shipped account: Secrets are read only in the KEDA namespace (issue 21), so no request
     is refused. First --check (authorized like a real run, writes nothing), then for real, then again (no change)."""
-    with AuditByUser(lab) as audit:
+    with audit_writes() as audit:
         check = run_tenants(run_playbook, lab, accounts[TENANTS_SA], check=True, limit=False)
     assert check.rc == 0, check.explain()
-    assert not audit.writes.get(sa_user(TENANTS_SA)), audit.writes
+    assert not audit.by_user().get(sa_user(TENANTS_SA)), audit.by_user()
 
-    with AuditByUser(lab) as audit:
+    with audit_writes() as audit:
         real = run_tenants(run_playbook, lab, accounts[TENANTS_SA], limit=False)
     assert real.rc == 0, real.explain()
     assert "forbidden" not in real.stdout.lower(), real.explain()
-    writes = audit.writes.get(sa_user(TENANTS_SA), [])
+    writes = audit.by_user().get(sa_user(TENANTS_SA), [])
     assert all(w.rsplit(" ", 1)[1].startswith("2") for w in writes), writes
-    assert not audit.writes.get("lab-admin"), "the admin identity was used: %s" % audit.writes["lab-admin"]
+    assert not audit.by_user().get("lab-admin"), "the admin identity was used: %s" % audit.by_user()["lab-admin"]
     kubectl(lab, "get", "clusterqueue", TENANT, check=True)
     kubectl(lab, "get", "workloadpriorityclass", "lp-batch", check=True)  # a shared object: only a full run writes it
 
@@ -279,10 +266,10 @@ def test_tenants_account_is_refused_what_it_must_not_do(accounts, lab):
         assert out.returncode != 0 and "cannot list resource \"secrets\"" in out.stderr, (args, out.stderr)
 
 
-def test_missing_permission_names_the_verb_and_resource(accounts, lab, run_playbook, kube):
+def test_missing_permission_names_the_verb_and_resource(accounts, lab, run_playbook, kube, audit_writes):
     """The validate-only account runs the tenants playbook: it fails, nothing is written, and the message says which
     verb on which resource (and API group, scope, user) is missing."""
-    with AuditByUser(lab) as audit:
+    with audit_writes() as audit:
         run = run_tenants(run_playbook, lab, accounts[VALIDATE_SA])
     assert run.rc != 0
     failed = module_result(run)
@@ -297,7 +284,7 @@ def test_missing_permission_names_the_verb_and_resource(accounts, lab, run_playb
                                                 ("create", "namespaces"), ("patch", "clusterqueues")}, msg
     assert failed["error_details"]["status"] == 403
     assert "hint" in failed and failed["hint"], failed
-    assert not audit.writes.get(sa_user(VALIDATE_SA)), audit.writes
+    assert not audit.by_user().get(sa_user(VALIDATE_SA)), audit.by_user()
 
 
 def test_fence_keeps_the_tenants_account_inside_tenant_namespaces(accounts, lab):
@@ -344,3 +331,118 @@ def test_tenants_account_creates_only_tenant_namespaces_and_never_a_platform_one
     assert allowed.returncode == 0, allowed.stderr
     label = kubectl(lab, "label", "namespace", TENANT_NS, "gpuaas.io/platform=mine", token=token)
     assert label.returncode != 0 and "never labels a namespace gpuaas.io/platform" in label.stderr, label.stderr
+
+
+def apply_as_admin(lab, *objects: dict) -> None:
+    proc = subprocess.run([str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context",
+                           lab.admin_context, "apply", "--server-side", "-f", "-"],
+                          input="\n---\n".join(json.dumps(o) for o in objects), capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def machine_deployment(name: str, replicas: int) -> dict:
+    select = {"gpuaas.io/lp-machines": name}
+    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+            "metadata": {"name": name, "namespace": POOL_NS},
+            "spec": {"clusterName": "lab", "replicas": replicas, "selector": {"matchLabels": select},
+                     "template": {"metadata": {"labels": dict(select, **POOL_LABEL)},
+                                  "spec": {"clusterName": "lab", "bootstrap": {"dataSecretName": "lab-bootstrap"},
+                                           "infrastructureRef": {"apiGroup": "infrastructure.lab.gpuaas.io",
+                                                                 "kind": "KwokMachineTemplate", "name": "kwok"}}}}}
+
+
+@pytest.fixture
+def pool(lab):
+    """The pool as a machine controller would have left it (made by the admin): 2 replicas, 2 Machines whose nodes
+    carry the pool's label and run nothing (idle), a MachineDeployment that is no pool's, a node of no pool."""
+    kubectl(lab, "create", "namespace", POOL_NS)
+    apply_as_admin(lab, machine_deployment(POOL_TARGET, 2), machine_deployment(OTHER_TARGET, 1))
+    nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": dict(POOL_LABEL)}} for n in POOL_NODES]
+    nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": FOREIGN_NODE, "labels": {"lp": "foreign"}}})
+    apply_as_admin(lab, *nodes)
+    for index, node in enumerate(POOL_NODES):
+        machine = "%s-%d" % (POOL_TARGET, index)
+        apply_as_admin(lab, {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                             "metadata": {"name": machine, "namespace": POOL_NS,
+                                          "labels": {"cluster.x-k8s.io/deployment-name": POOL_TARGET}},
+                             "spec": {"clusterName": "lab", "bootstrap": {"dataSecretName": "lab-bootstrap"},
+                                      "infrastructureRef": {"apiGroup": "infrastructure.lab.gpuaas.io",
+                                                            "kind": "KwokMachine", "name": machine}}})
+        status = json.dumps({"status": {"nodeRef": {"name": node}}})
+        for extra in (("--subresource=status",), ()):  # the status subresource where the CRD has one
+            if kubectl(lab, "-n", POOL_NS, "patch", "machines.cluster.x-k8s.io", machine, "--type=merge", "-p", status,
+                       *extra).returncode == 0:
+                break
+        got = json.loads(kubectl(lab, "-n", POOL_NS, "get", "machines.cluster.x-k8s.io", machine, "-o", "json",
+                                 check=True).stdout)
+        assert got["status"]["nodeRef"]["name"] == node, got.get("status")
+    yield
+    kubectl(lab, "delete", "node", *POOL_NODES, FOREIGN_NODE, "--ignore-not-found", "--wait=false")
+    kubectl(lab, "-n", POOL_NS, "delete", "machines.cluster.x-k8s.io,machinedeployments.cluster.x-k8s.io", "--all",
+            "--ignore-not-found", "--wait=false")
+
+
+def test_scaledown_account_scales_its_pool_down_and_nothing_else(accounts, lab, run_playbook, pool, audit_writes):
+    """Issue 24: node_pool_scaledown runs as its shipped account (token + CA only): it cordons the pool's two idle
+    nodes, marks their Machines and lowers the pool's replicas 2 -> 0 - every write its own, every write accepted.
+    Then, as the same account, everything beyond scaling its own pools down is refused: deleting or creating a node,
+    cordoning a node of no pool, relabelling or tainting a pool node, raising a pool's replicas, touching a
+    MachineDeployment that is no pool's, changing a Machine other than marking it, anything in a tenant namespace."""
+    token = accounts[SCALEDOWN_SA]
+    with audit_writes() as audit:
+        run = run_playbook(PLAYBOOKS / "node_pool_scaledown.yml", extra_vars=node_pools_vars(), env=sa_env(lab, token))
+    assert run.rc == 0, run.explain()
+    result = run.task_results("Remove the idle nodes")[0]["pools"]["lp"]
+    assert result["removed"] == sorted(POOL_NODES) and (result["replicas_before"], result["replicas_after"]) == (2, 0), result
+    writes = audit.by_user().get(sa_user(SCALEDOWN_SA), [])
+    assert writes and all(w.rsplit(" ", 1)[1].startswith("2") for w in writes), writes
+    assert not [w for w in writes if "/namespaces/" in w and "/namespaces/%s/" % POOL_NS not in w], writes
+    assert not audit.by_user().get("lab-admin"), audit.by_user()["lab-admin"]
+    for node in POOL_NODES:
+        live = json.loads(kubectl(lab, "get", "node", node, "-o", "json", check=True).stdout)
+        assert live["spec"].get("unschedulable") is True, node
+    md = json.loads(kubectl(lab, "-n", POOL_NS, "get", "machinedeployments.cluster.x-k8s.io", POOL_TARGET, "-o", "json",
+                            check=True).stdout)
+    assert md["spec"]["replicas"] == 0
+    machine = json.loads(kubectl(lab, "-n", POOL_NS, "get", "machines.cluster.x-k8s.io", POOL_TARGET + "-0", "-o",
+                                 "json", check=True).stdout)
+    assert machine["metadata"]["annotations"]["cluster.x-k8s.io/delete-machine"] == "true"
+
+    def refused(*args: str, by: str) -> None:
+        out = kubectl(lab, *args, token=token)
+        assert out.returncode != 0, (args, out.stdout)
+        assert by in out.stderr, (args, out.stderr)
+
+    fence = "gpuaas-automation-scaledown-fence"
+    pool_node = POOL_NODES[0]
+    refused("delete", "node", pool_node, by="forbidden")                             # RBAC: no delete on nodes
+    refused("delete", "node", FOREIGN_NODE, by="forbidden")
+    # (a patch, not `kubectl cordon`: cordon prints the refusal but exits 0)
+    refused("patch", "node", FOREIGN_NODE, "--type=merge", "-p", '{"spec":{"unschedulable":true}}',
+            by="may cordon only nodes of its pools")                                      # fence: not a pool node
+    refused("label", "node", pool_node, "lp=stolen", by="may change only spec.unschedulable")
+    refused("taint", "node", pool_node, "lp=x:NoSchedule", by="may change only spec.unschedulable")
+    refused("-n", POOL_NS, "patch", "machinedeployments.cluster.x-k8s.io", POOL_TARGET, "--type=merge",
+            "-p", '{"spec":{"replicas":5}}', by="may only lower a pool's replicas")     # fence: never up
+    refused("-n", POOL_NS, "scale", "machinedeployments.cluster.x-k8s.io", POOL_TARGET, "--replicas=5", by="forbidden")
+    refused("-n", POOL_NS, "patch", "machinedeployments.cluster.x-k8s.io", OTHER_TARGET, "--type=merge",
+            "-p", '{"spec":{"replicas":0}}', by="forbidden")                              # RBAC: not a pool's target
+    # (a patch: `kubectl label` reads the Machine first, a get the account does not hold)
+    refused("-n", POOL_NS, "patch", "machines.cluster.x-k8s.io", POOL_TARGET + "-1", "--type=merge",
+            "-p", '{"metadata":{"labels":{"lp":"stolen"}}}', by="may only add the delete-machine annotation")
+    refused("-n", POOL_NS, "delete", "machines.cluster.x-k8s.io", POOL_TARGET + "-1", by="forbidden")
+    refused("create", "configmap", "lp-scaledown-attempt", "-n", "default", by="forbidden")
+    refused("-n", "default", "get", "secrets", by="forbidden")
+    for verb, resource in (("create", "pods"), ("delete", "pods"), ("create", "nodes"), ("patch", "namespaces"),
+                           ("get", "secrets"), ("create", "pods/eviction")):
+        assert kubectl(lab, "auth", "can-i", verb, resource, "-n", TENANT_NS, token=token).stdout.strip() == "no", (verb, resource)
+    assert fence in kubectl(lab, "patch", "node", FOREIGN_NODE, "--type=merge", "-p", '{"spec":{"unschedulable":true}}',
+                            token=token).stderr
+    foreign = json.loads(kubectl(lab, "get", "node", FOREIGN_NODE, "-o", "json", check=True).stdout)
+    assert not foreign["spec"].get("unschedulable") and foreign["metadata"]["labels"]["lp"] == "foreign"
+    assert "lp" not in json.loads(kubectl(lab, "get", "node", pool_node, "-o", "json", check=True).stdout)["metadata"]["labels"]
+    # the account may still give a node of its pool back (what the module does when a pod landed meanwhile)
+    back = kubectl(lab, "patch", "node", pool_node, "--type=merge", "-p", '{"spec":{"unschedulable":null}}', token=token)
+    assert back.returncode == 0, back.stderr
+    assert not json.loads(kubectl(lab, "get", "node", pool_node, "-o", "json", check=True).stdout)["spec"].get("unschedulable")

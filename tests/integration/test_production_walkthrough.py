@@ -33,7 +33,6 @@ the repeated reconcile reports changed=0, the tenants' ClusterQueues exist, and 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -55,15 +54,14 @@ BUILT_COLLECTION = REPO / ".build" / "ansible_collections" / "gpuaas" / "platfor
 NOT_RUN_IN_LAB = {("1-install", "both"), ("4-user-workload-monitoring", "openshift"), ("5-install", "both")}
 # the blocks that run, in page order, per lab flavour
 RUN_ORDER = {
-    "kubernetes": ["2-connect", "3-inventory", "4-accounts", "5-tenants", "5-observability-validate"],
+    "kubernetes": ["2-connect", "3-inventory", "4-accounts", "5-tenants", "5-observability-validate", "5-node-pools"],
     "openshift": ["2-connect", "3-inventory", "4-accounts", "4-prometheus-reader", "4-rotate-prometheus-token",
-                  "5-tenants", "5-observability-validate"],
+                  "5-tenants", "5-observability-validate", "5-node-pools"],
 }
 EXAMPLE_API_SERVER = "https://api.gpu.example.com:6443"
 PREFIX = "wt-"
 ACCOUNTS_NAMESPACE = "gpuaas-automation"
-ACCOUNTS = ("gpuaas-tenants", "gpuaas-observability", "gpuaas-validate")
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+ACCOUNTS = ("gpuaas-tenants", "gpuaas-observability", "gpuaas-validate", "gpuaas-node-pools")
 REFUSED = re.compile(r'is forbidden: User "[^"]*" cannot')
 RECAP = re.compile(r"^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 MARKER = re.compile(
@@ -170,30 +168,6 @@ def names(lab, resource: str) -> set[str]:
     return {line.split("/", 1)[1] for line in out.stdout.split()} if out.returncode == 0 else set()
 
 
-def audit_offset(lab) -> int:
-    return Path(lab.audit_log).stat().st_size
-
-
-def writes_since(lab, offset: int) -> dict[str, list[str]]:
-    """Completed, non-dry-run write requests after offset, by user."""
-    time.sleep(0.5)
-    by_user: dict[str, list[str]] = {}
-    with open(lab.audit_log, encoding="utf-8") as handle:
-        handle.seek(offset)
-        for line in handle:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("verb") not in WRITE_VERBS or event.get("stage") not in (None, "ResponseComplete"):
-                continue
-            if "dryRun=All" in event.get("requestURI", ""):
-                continue
-            by_user.setdefault(event.get("user", {}).get("username", ""), []).append("%s %s -> %s" % (
-                event["verb"], event["requestURI"], event.get("responseStatus", {}).get("code")))
-    return by_user
-
-
 def foreign_writers(writes: dict[str, list[str]]) -> dict[str, list[str]]:
     """Writes by a person - the administrator (lab-admin) above all: any user that is neither a Kubernetes identity
     (system:*, which includes the automation ServiceAccounts and the controllers that keep status, finalizers,
@@ -247,6 +221,7 @@ def wait_namespaces_gone(lab) -> None:
 def test_production_walkthrough_runs_as_written(flavour, request, tmp_path):
     lab = request.getfixturevalue("lab" if flavour == "kubernetes" else "variant_lab")
     run_playbook = request.getfixturevalue("run_playbook" if flavour == "kubernetes" else "variant_run_playbook")
+    audit = request.getfixturevalue("audit_writes" if flavour == "kubernetes" else "variant_audit_writes")
     assert lab.flavor == flavour, "the %s lab runs LAB_FLAVOR=%s" % (flavour, lab.flavor)
     assert BUILT_COLLECTION.is_dir(), "make collection first"
 
@@ -270,15 +245,15 @@ def test_production_walkthrough_runs_as_written(flavour, request, tmp_path):
         for block in doc_blocks():
             if not block.runs_on(flavour):
                 continue
-            offset = audit_offset(lab)
             started = time.monotonic()
-            proc = session.run(substitute(block.body, lab, work))
+            with audit() as window:
+                proc = session.run(substitute(block.body, lab, work))
             print("walkthrough %s %s: %.0f s" % (flavour, block.step, time.monotonic() - started))
             assert proc.returncode == 0, explain(block.step, proc)
             # a refusal by RBAC reads 'X is forbidden: User "..." cannot ...' (the admission policy's own
             # expressions, shown by --diff, contain reason: forbidden and do not count)
             assert not REFUSED.search(proc.stdout + proc.stderr), explain(block.step, proc)
-            outputs[block.step], writes[block.step] = proc, writes_since(lab, offset)
+            outputs[block.step], writes[block.step] = proc, window.by_user()
             if block.step == "3-inventory":
                 tenancy = adapt_inventory(inventory, lab, secure)
         assert list(outputs) == RUN_ORDER[flavour]
@@ -312,5 +287,12 @@ def test_production_walkthrough_runs_as_written(flavour, request, tmp_path):
         assert by_observability and all(w.rsplit(" ", 1)[1].startswith("2") for w in by_observability), by_observability
         assert not step5b.get("system:serviceaccount:%s:gpuaas-validate" % ACCOUNTS_NAMESPACE), "validate wrote"
         assert "Show GPU utilization per tenant" in last.stdout, explain("5-observability-validate", last)
+
+        # the node-pools account runs its playbook (no pool in the examples: nothing to do, nothing written)
+        pools = outputs["5-node-pools"]
+        runs = recaps(pools.stdout)
+        assert len(runs) == 1 and runs[0]["failed"] == 0 and runs[0]["changed"] == 0, explain("5-node-pools", pools)
+        assert not writes["5-node-pools"].get("system:serviceaccount:%s:gpuaas-node-pools" % ACCOUNTS_NAMESPACE)
+        assert not foreign_writers(writes["5-node-pools"]), foreign_writers(writes["5-node-pools"])
     finally:
         cleanup(lab, inventory, run_playbook, before)

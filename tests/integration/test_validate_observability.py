@@ -148,3 +148,49 @@ def test_platform_health_reports_missing_flavor(kube, lab, run_playbook):
         assert res["ok"] is False
     finally:
         cq_api.delete(name=name)
+
+
+def kueue_monitors(kube, namespace: str) -> list[str]:
+    """Every ServiceMonitor (any namespace) that makes Prometheus scrape the Kueue metrics Service of ``namespace``:
+    its selector is a subset of the Service's labels and its namespaceSelector takes ``namespace`` (what the
+    Prometheus Operator turns into one scrape target per monitor)."""
+    service = kube.resources.get(api_version="v1", kind="Service").get(
+        name="gpuaas-kueue-controller-manager-metrics-service", namespace=namespace).to_dict()
+    labels = service["metadata"].get("labels") or {}
+    found = []
+    for sm in kube.resources.get(api_version="monitoring.coreos.com/v1", kind="ServiceMonitor").get().to_dict()["items"]:
+        spec, meta = sm.get("spec") or {}, sm["metadata"]
+        wanted = (spec.get("selector") or {}).get("matchLabels") or {}
+        if not wanted or any(labels.get(k) != v for k, v in wanted.items()):
+            continue
+        spaces = spec.get("namespaceSelector") or {}
+        if spaces.get("any") or namespace in (spaces.get("matchNames") or [meta["namespace"]]):
+            found.append("%s/%s" % (meta["namespace"], meta["name"]))
+    return found
+
+
+def test_kueue_is_scraped_by_exactly_one_monitor(kube, run_playbook, audit_writes):
+    """Issue 24: the lab's Kueue was installed by the kueue role with its defaults (lab-up), the observability role
+    adds gpuaas-kueue: one ServiceMonitor selects Kueue's metrics Service, not the chart's as well. Asking for both
+    is refused before anything is written."""
+    kueue_ns = "gpuaas-kueue"  # the lab inventory's Kueue release namespace (gpuaas_kueue_namespace)
+    playbook = REPO / "playbooks" / "observability.yml"
+    over = extra(gpuaas_observability_kueue_namespace=kueue_ns, gpuaas_observability_dcgm_monitor="false",
+                 gpuaas_observability_rules=False, gpuaas_observability_dashboards=False)
+    try:
+        run = run_playbook(playbook, extra_vars=over)
+        assert run.rc == 0, run.explain()
+        assert kueue_monitors(kube, kueue_ns) == ["%s/gpuaas-kueue" % kueue_ns]
+
+        with audit_writes() as writes:
+            both = run_playbook(playbook, extra_vars=dict(over, gpuaas_kueue_service_monitor=True))
+        assert both.rc != 0
+        assert "scrape every Kueue series twice" in both.stdout, both.explain()
+        assert writes.events == [], writes.describe()
+    finally:
+        gone = run_playbook(playbook, extra_vars=dict(over, gpuaas_observability_state="absent"))
+        try:
+            kube.resources.get(api_version="v1", kind="Namespace").delete(name=MON_NS)
+        except Exception:  # pylint: disable=broad-except  # not created when the first run failed early
+            pass
+        assert gone.rc == 0, gone.explain()

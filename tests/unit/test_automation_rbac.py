@@ -16,7 +16,8 @@ from ansible_collections.gpuaas.platform.plugins.modules.monitoring_objects impo
 
 FILES = Path(__file__).resolve().parents[2] / "roles" / "automation_rbac" / "files"
 DAY2 = ["gpuaas-automation-tenants", "gpuaas-automation-tenants-delete-namespaces", "gpuaas-automation-validate",
-        "gpuaas-automation-observability", "gpuaas-automation-namespace-secrets", "gpuaas-automation-tenants-lock"]
+        "gpuaas-automation-observability", "gpuaas-automation-namespace-secrets", "gpuaas-automation-tenants-lock",
+        "gpuaas-automation-node-pool-scaledown"]
 APPLY_VERBS = {"get", "list", "create", "patch", "delete"}
 
 
@@ -107,3 +108,14 @@ def test_day2_roles_hold_nothing_dangerous(name):
 def test_validate_role_is_read_only():
     role = cluster_roles()["gpuaas-automation-validate"]
     assert {v for rule in role["rules"] for v in rule["verbs"]} == {"list"}
+
+
+def test_node_pool_scaledown_role_cordons_and_reads_but_deletes_and_creates_nothing():
+    """What plugins/modules/node_pool_scaledown.py calls cluster-wide: GET/PATCH a node (cordon, uncordon), LIST pods
+    (on a node, Pending ones). Its MachineSet/Machine rights are a per-namespace Role the role task makes, pinned to
+    the pools' targets; the fence (lab test: test_least_privilege.py) narrows the patches to scaling down."""
+    role = cluster_roles()["gpuaas-automation-node-pool-scaledown"]
+    assert verbs_for(role, "", "nodes", "any-node") == {"get", "patch"}
+    assert verbs_for(role, "", "pods") == {"list"}
+    granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert granted == {("", "nodes"), ("", "pods")}, granted

@@ -17,12 +17,48 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import Validator
 
 
+# GPU feature discovery labels each GPU node with its product; under GPU time-slicing (device plugin sharing with
+# renameByDefault false, the GPU Operator's default) it appends "-SHARED" to that value, e.g.
+# NVIDIA-A100-SXM4-80GB-SHARED. A ResourceFlavor's nodeLabels are matched exactly (Kueue copies them into the
+# admitted pods' nodeSelector), so a flavor naming the plain product stops matching once its nodes are time-sliced.
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GFD_SHARED_SUFFIX = "-SHARED"
+
+
+def _matches(labels: t.Mapping[str, str], wanted: t.Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in wanted.items())
+
+
+def shared_product_counterpart(product: str) -> str:
+    """The other spelling of a GPU product label value: with the time-slicing suffix added, or removed."""
+    if product.endswith(GFD_SHARED_SUFFIX):
+        return product[:-len(GFD_SHARED_SUFFIX)]
+    return product + GFD_SHARED_SUFFIX
+
+
+def shared_product_hint(flavor: Flavor, nodes: t.Sequence[t.Mapping[str, t.Any]]) -> t.Optional[str]:
+    """When no node matches the flavor but some would with the product label's other spelling (``-SHARED`` added
+    or removed), what to write in node_labels instead; else None."""
+    product = flavor.node_labels.get(GPU_PRODUCT_LABEL)
+    if not product or any(_matches(node.get("labels") or {}, flavor.node_labels) for node in nodes):
+        return None
+    other = dict(flavor.node_labels, **{GPU_PRODUCT_LABEL: shared_product_counterpart(product)})
+    names = sorted(str(node.get("name")) for node in nodes if _matches(node.get("labels") or {}, other))
+    if not names:
+        return None
+    why = ("GPU time-slicing is on there: GPU feature discovery appends %s" % GFD_SHARED_SUFFIX
+           if other[GPU_PRODUCT_LABEL].endswith(GFD_SHARED_SUFFIX) else
+           "time-slicing is off there, so GPU feature discovery does not append %s" % GFD_SHARED_SUFFIX)
+    return ("nodes %s carry %s=%s (%s); set the flavor's node_labels to that value"
+            % (", ".join(names[:5]) + (" …" if len(names) > 5 else ""), GPU_PRODUCT_LABEL, other[GPU_PRODUCT_LABEL], why))
+
+
 def flavor_capacity(flavor: Flavor, nodes: t.Sequence[t.Mapping[str, t.Any]]) -> t.Dict[str, Decimal]:
-    """Sum the allocatable accelerator resources of the nodes whose labels match the flavor's node_labels."""
+    """Sum the allocatable accelerator resources of the nodes whose labels match the flavor's node_labels exactly
+    (as Kueue does)."""
     totals: t.Dict[str, Decimal] = {}
     for node in nodes:
-        labels = node.get("labels") or {}
-        if any(labels.get(k) != v for k, v in flavor.node_labels.items()):
+        if not _matches(node.get("labels") or {}, flavor.node_labels):
             continue
         for resource, amount in (node.get("allocatable") or {}).items():
             if not is_accelerator(resource):
@@ -62,6 +98,9 @@ def check_capacity(check: Validator, flavors: t.Sequence[Flavor], tenants: t.Seq
             index = [f.name for f in flavors].index(flavor)
             message = ("quotas ask for %s %s on flavor %r (%s) but the matching nodes offer %s" %
                        (_amount_text(amount), res, flavor, ", ".join(where[(flavor, res)]), _amount_text(have)))
+            shared = shared_product_hint(by_flavor[flavor], nodes)
+            if shared:
+                message += " - " + shared
             if allow_overcommit:
                 check.warn("gpuaas_flavors[%d]: %s (allowed by gpuaas_allow_overcommit)" % (index, message))
             else:

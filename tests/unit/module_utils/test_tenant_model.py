@@ -129,6 +129,47 @@ def test_capacity_exceeded_is_error_or_warning():
     assert len(overcommit) == 1 and "gpuaas_allow_overcommit" in overcommit[0]
 
 
+def time_sliced(nodes: list, product: str, replicas: int) -> list:
+    """The nodes as GPU feature discovery relabels them once time-slicing is on: product + "-SHARED", GPUs x replicas."""
+    out = copy.deepcopy(nodes)
+    for node in out:
+        if node["labels"].get("nvidia.com/gpu.product") == product:
+            node["labels"]["nvidia.com/gpu.product"] = product + "-SHARED"
+            node["allocatable"]["nvidia.com/gpu"] = str(int(node["allocatable"]["nvidia.com/gpu"]) * replicas)
+    return out
+
+
+def test_time_sliced_nodes_no_longer_match_the_plain_product_and_the_error_says_so():
+    """Issue 24: GFD renames nvidia.com/gpu.product to NVIDIA-H100-80GB-HBM3-SHARED under time-slicing. The flavor
+    naming the plain product matches none of them (as in Kueue: exact match), and the error names the nodes and the
+    value to use; with that value the 32 time-sliced GPUs count."""
+    shared_nodes = time_sliced(LAB_NODES, "NVIDIA-H100-80GB-HBM3", 2)
+    found = problems(example(), shared_nodes)
+    assert len(found) == 1, found
+    assert "on flavor 'h100'" in found[0] and "offer 0" in found[0]
+    assert "nodes gpu-h100-0, gpu-h100-1 carry nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3-SHARED" in found[0]
+    assert "GPU time-slicing" in found[0]
+
+    inv = example()
+    inv["gpuaas_flavors"][0]["node_labels"]["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3-SHARED"
+    model = TenantModel.from_inventory(inv, shared_nodes)
+    assert model.capacity["h100"]["nvidia.com/gpu"] == "32"
+    # the other way round: the flavor already says -SHARED, time-slicing is not (yet) on for those nodes
+    found = problems(inv, LAB_NODES)
+    assert len(found) == 1 and "carry nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 " in found[0], found
+    assert "does not append -SHARED" in found[0]
+
+
+def test_no_shared_hint_when_the_flavor_matches_or_nothing_matches_either_way():
+    inv = example()
+    inv["gpuaas_tenants"][2]["quotas"][0]["resources"]["nvidia.com/gpu"] = 4  # over capacity, nodes do match
+    assert "-SHARED" not in problems(inv, LAB_NODES)[0]
+    other = [dict(n, labels={"nvidia.com/gpu.product": "NVIDIA-L40S-SHARED"}) if n["name"].startswith("gpu-h100") else n
+             for n in LAB_NODES]
+    found = problems(example(), other)
+    assert "offer 0" in found[0] and "carry" not in found[0], found
+
+
 def test_capacity_ignores_absent_tenants_and_cpu():
     inv = example()
     inv["gpuaas_tenants"][2]["quotas"][0]["resources"]["nvidia.com/gpu"] = 4
