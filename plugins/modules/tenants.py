@@ -359,11 +359,16 @@ problems:
 """
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import run_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.fleet_runner import FleetRunner
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TENANTS_ARGUMENT_SPEC, TenancyRunner
 
 
 def main() -> None:
-    run_module(TENANTS_ARGUMENT_SPEC, lambda module: TenancyRunner(None, module.params, module.check_mode, module._diff))
+    def make_runner(module):
+        runner = FleetRunner if module.params.get("clusters") else TenancyRunner
+        return runner(None, module.params, module.check_mode, module._diff)
+
+    run_module(TENANTS_ARGUMENT_SPEC, make_runner)
 
 
 if __name__ == "__main__":

@@ -626,4 +626,6 @@ TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
     allow_empty=dict(type="bool", default=False),
     **RUN_LOCK_ARGUMENT_SPEC,
     adopt=dict(type="list", elements="str", default=[]),
+    # gpuaas_clusters: a MultiKueue fleet (reconcile/fleet_runner.py); its credentials are registered by entry.py
+    clusters=dict(type="dict", no_log=False),
 )
