@@ -335,7 +335,8 @@ class FleetRunner:
             out["clusters"][name] = {k: v for k, v in res.items() if k != "diff"}
         manager = results.get(model.fleet.manager.name, {}) if model.fleet else {}
         out["api_versions"] = dict(manager.get("api_versions") or {})
-        out["drift"] = manager.get("drift") or {}
+        out["drift"] = manager.get("drift") or {"prune": bool(self.params.get("prune")), "unmanaged_tenants": [],
+                                                 "skipped_writes": True, "unmanaged_objects": []}
         if self.diff:
             redact_secret_data(diffs)
             out["diff"] = diffs
