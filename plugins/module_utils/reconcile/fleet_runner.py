@@ -255,7 +255,14 @@ class FleetRunner:
             return self.result(model, {name: prepared[name].result or {} for name in prepared})
 
         for run in [manager] + workers:
-            run.take_lock(prepared[run.cluster.name])
+            try:
+                run.take_lock(prepared[run.cluster.name])
+            except GpuaasError as err:
+                # the locks taken so far are released (run()); no object was written on any cluster
+                raise GpuaasError("%s %r: %s; nothing was written on any cluster"
+                                  % ("worker" if run.is_worker else "manager", run.cluster.name,
+                                     err.message.rstrip(".")),
+                                  hint=err.hint, problems=err.problems, details=err.details)
         results: t.Dict[str, t.Dict[str, t.Any]] = {}
         kubeconfigs = dict(manager.kubeconfigs)
         for run in workers:
