@@ -310,8 +310,8 @@ load_crds() {
   local d; for d in "${dirs[@]}"; do kubectl apply --server-side --force-conflicts -f "$d" >/dev/null; done
   # retried: right after a large apply (the workload CRDs are ~12 MB) a CRD may have no status.conditions yet, and
   # kubectl wait fails on it instead of waiting
-  # LAB_CRD_TIMEOUT: a machine loaded by other labs needs longer (seconds)
-  wait_for "the CRDs to be Established" "${LAB_CRD_TIMEOUT:-120}" kubectl wait --for=condition=Established crd --all --timeout=10s
+  # LAB_CRD_TIMEOUT / LAB_CRD_ATTEMPT: a machine loaded by other labs needs longer (seconds; one kubectl wait)
+  wait_for "the CRDs to be Established" "${LAB_CRD_TIMEOUT:-120}" kubectl wait --for=condition=Established crd --all --timeout="${LAB_CRD_ATTEMPT:-10s}"
   if [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = openshift ]; then
     kubectl apply --server-side -f "$LAB_SRC/openshift-objects.yaml" >/dev/null
     kubectl patch clusterversion version --subresource=status --type=merge -p \
