@@ -175,8 +175,10 @@ def main() -> None:
         load_after = os.getloadavg()
         # the tenant offboarded on both clusters through the same entry point (drains: its Jobs are done)
         offboard = playbook(manager_env, fleet_vars(manager_env, worker_env, state="absent"))
-    kueue = manager.resources.get(api_version="apps/v1", kind="Deployment").get(
-        name="kueue-controller-manager", namespace="kueue-system").spec.template.spec.containers[0].image
+    # the lab runs the real Kueue controller out of cluster (docs/lab.md): the version lab/versions.env pins
+    versions = dict(line.split("=", 1) for line in (REPO / "lab" / "versions.env").read_text().splitlines()
+                    if "=" in line and not line.startswith("#"))
+    kueue = versions.get("KUEUE_VERSION", "unknown")
     out = {
         "what": "MultiKueue dispatch latency, manager lab -> worker lab (bench/multicluster/dispatch.py)",
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -184,7 +186,7 @@ def main() -> None:
                     "load_before": [round(x, 2) for x in load_before],
                     "load_after": [round(x, 2) for x in load_after],
                     "note": "machine shared with other sessions' labs and test runs"},
-        "kueue_image": kueue, "poll_seconds": POLL, "jobs": len(samples),
+        "kueue": kueue, "poll_seconds": POLL, "jobs": len(samples),
         "playbook_seconds": {"converge": round(converge, 1), "offboard": round(offboard, 1)},
         "dispatch": stats([s["dispatch"] for s in samples]),
         "admitted": stats([s["admitted"] for s in samples]),
