@@ -222,7 +222,7 @@ options:
         this module per cluster; its credentials (C(api_key), C(password), an inline kubeconfig's tokens and keys)
         are masked in logs and results. See the C(gpuaas.platform.tenants) role's argument spec for every key."
       - Not set (default), the module converges the one cluster of its connection options.
-      - With O(check_capacity), nodes are not read in a fleet: each worker declares its capacity per flavor.
+      - In a fleet nodes are not read (O(check_capacity) does not apply), each worker declares its capacity per flavor.
     type: dict
 attributes:
   check_mode:

@@ -37,6 +37,8 @@ TENANT, OTHER = "mk-vision", "mk-nlp"
 FLAVOR = "mk-h100"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 LEASE = ("kube-system", "gpuaas-tenants")
+# the worker lab's two H100 KWOK nodes (lab/topology.yaml)
+CAPACITY = {"nvidia.com/gpu": 16, "cpu": 448, "memory": "4Ti"}
 # Jobs dispatched by the suite (one after the other); the ≥ 20-job figures come from bench/multicluster/dispatch.py.
 LATENCY_JOBS = int(os.environ.get("GPUAAS_MK_LATENCY_JOBS", "3"))
 
@@ -67,9 +69,7 @@ def fleet_vars(lab, worker_lab, gpus=4, tenants=None, extra_workers=(), **extra)
             "manager": {"name": "lab-manager", "auth": {"kubeconfig": lab.kubeconfig, "context": lab.admin_context}},
             "workers": [{"name": "lab-worker1", "api_server": worker_lab.apiserver,
                          "auth": {"kubeconfig": worker_lab.kubeconfig, "context": worker_lab.admin_context},
-                         # the two H100 KWOK nodes of lab/topology.yaml
-                         "flavors": [{"name": FLAVOR, "capacity": {"nvidia.com/gpu": 16, "cpu": 448,
-                                                                    "memory": "4Ti"}}]}] + list(extra_workers)},
+                         "flavors": [{"name": FLAVOR, "capacity": CAPACITY}]}] + list(extra_workers)},
     }
     out.update(extra)
     return out
@@ -135,8 +135,8 @@ def test_one_playbook_run_connects_the_fleet(fleet, kube, worker_kube):
     assert (gpu["name"], str(gpu["nominalQuota"])) == ("nvidia.com/gpu", "4"), gpu
 
 
-def test_check_mode_with_diff_then_a_second_run_change_nothing_anywhere(fleet, lab, worker_lab, run_playbook,
-                                                                         audit_writes):
+def test_check_mode_with_diff_then_a_second_run_change_nothing_anywhere(
+        fleet, lab, worker_lab, run_playbook, audit_writes):
     worker_audit = _audit_window_factory(worker_lab)
     with audit_writes() as manager_events, worker_audit() as worker_events:
         check = run_playbook(PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab), check=True, diff=True)
@@ -200,8 +200,8 @@ def test_a_tenant_job_submitted_on_the_manager_runs_on_the_worker(fleet, kube, w
         pods = kube.resources.get(api_version="v1", kind="Pod").get(
             namespace=TENANT, label_selector="job-name=%s" % name).items
         assert not pods, "a dispatched Job must not run pods on the manager"
-    print("dispatch latency n=%d: p50 %.2fs max %.2fs" % (len(latencies), statistics.median(latencies),
-                                                            max(latencies)))
+    median, worst = statistics.median(latencies), max(latencies)
+    print("dispatch latency n=%d: p50 %.2fs max %.2fs" % (len(latencies), median, worst))
 
 
 def _as_service_account(worker_lab, token):
@@ -280,7 +280,7 @@ def test_an_unreachable_worker_stops_the_run_before_any_write_on_any_cluster(fle
                                                                              audit_writes):
     gone = {"name": "lab-worker-gone", "api_server": "https://127.0.0.1:1",
             "auth": {"host": "https://127.0.0.1:1", "api_key": "not-a-real-token-0123456789"},
-            "flavors": [{"name": FLAVOR, "capacity": {"nvidia.com/gpu": 16, "cpu": 448, "memory": "4Ti"}}]}
+            "flavors": [{"name": FLAVOR, "capacity": CAPACITY}]}
     worker_audit = _audit_window_factory(worker_lab)
     with audit_writes() as manager_events, worker_audit() as worker_events:
         run = run_playbook(PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab, gpus=6, extra_workers=[gone]))
@@ -303,8 +303,8 @@ def _hold_lease(worker_lab, holder):
     assert out.returncode == 0, out.stderr
 
 
-def test_a_run_while_another_run_holds_a_workers_lock_writes_nothing_anywhere(fleet, lab, worker_lab, run_playbook,
-                                                                               audit_writes):
+def test_a_run_while_another_run_holds_a_workers_lock_writes_nothing_anywhere(
+        fleet, lab, worker_lab, run_playbook, audit_writes):
     """Adversarial: another automation job holds the run lock on the worker (a single-cluster tenants run there, or a
     second fleet run). A fleet run with a change to make waits (bounded), then fails naming the worker and the
     holder, having written nothing on the manager either; the locks it took are given back."""
@@ -332,9 +332,8 @@ def test_two_fleet_runs_at_once_both_finish_and_agree(fleet, lab, worker_lab, ru
     from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = [pool.submit(run_playbook, PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab, gpus=5,
-                                                                           gpuaas_tenants_lock_wait=180), timeout=400)
-                for _ in range(2)]
+        both = fleet_vars(lab, worker_lab, gpus=5, gpuaas_tenants_lock_wait=180)
+        runs = [pool.submit(run_playbook, PLAYBOOK, extra_vars=both, timeout=400) for _run in range(2)]
         results = [r.result(timeout=420) for r in runs]
     assert all(r.rc == 0 for r in results), "\n".join(r.explain() for r in results)
     changed = sorted(module_result(r)["changed"] for r in results)
@@ -343,8 +342,8 @@ def test_two_fleet_runs_at_once_both_finish_and_agree(fleet, lab, worker_lab, ru
     assert back.rc == 0, back.explain()
 
 
-def test_offboarding_a_tenant_removes_its_share_on_every_worker(fleet, lab, worker_lab, kube, worker_kube,
-                                                                 run_playbook):
+def test_offboarding_a_tenant_removes_its_share_on_every_worker(
+        fleet, lab, worker_lab, kube, worker_kube, run_playbook):
     extra = fleet_vars(lab, worker_lab)
     extra.update(tenant_name=OTHER, drain_timeout=60)
     run = run_playbook(OFFBOARD, extra_vars=extra)

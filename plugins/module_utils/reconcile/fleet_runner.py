@@ -289,8 +289,8 @@ class FleetRunner:
         deadline = self.clock() + TOKEN_TIMEOUT
         while True:
             try:
-                secret = run.client.resource("v1", "Secret").get(multikueue.WORKER_TOKEN_SECRET,
-                                                                  worker.kueue_namespace)
+                secrets = run.client.resource("v1", "Secret")
+                secret = secrets.get(multikueue.WORKER_TOKEN_SECRET, worker.kueue_namespace)
             except ApiException as exc:
                 raise translate_api_exception(exc, "read", "the MultiKueue token Secret on worker %r" % worker.name)
             data = (secret or {}).get("data") or {}
@@ -342,8 +342,9 @@ class FleetRunner:
             out["clusters"][name] = {k: v for k, v in res.items() if k != "diff"}
         manager = results.get(model.fleet.manager.name, {}) if model.fleet else {}
         out["api_versions"] = dict(manager.get("api_versions") or {})
-        out["drift"] = manager.get("drift") or {"prune": bool(self.params.get("prune")), "unmanaged_tenants": [],
-                                                 "skipped_writes": True, "unmanaged_objects": []}
+        no_drift = {"prune": bool(self.params.get("prune")), "unmanaged_tenants": [], "skipped_writes": True,
+                    "unmanaged_objects": []}
+        out["drift"] = manager.get("drift") or no_drift
         if self.diff:
             redact_secret_data(diffs)
             out["diff"] = diffs
