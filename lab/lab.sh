@@ -310,7 +310,9 @@ load_crds() {
   local d; for d in "${dirs[@]}"; do kubectl apply --server-side --force-conflicts -f "$d" >/dev/null; done
   # retried: right after a large apply (the workload CRDs are ~12 MB) a CRD may have no status.conditions yet, and
   # kubectl wait fails on it instead of waiting; 300 s because 8 labs on 2 cores (load 30) took over 120 s
-  wait_for "the CRDs to be Established" 300 kubectl wait --for=condition=Established crd --all --timeout=10s
+  # LAB_CRD_TIMEOUT / LAB_CRD_ATTEMPT: a machine loaded by other labs may need longer still (seconds; one kubectl
+  # wait: at load 20-30 one wait over the 51 CRDs takes more than 10 s, so every 10 s attempt failed)
+  wait_for "the CRDs to be Established" "${LAB_CRD_TIMEOUT:-300}" kubectl wait --for=condition=Established crd --all --timeout="${LAB_CRD_ATTEMPT:-30s}"
   if [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = openshift ]; then
     kubectl apply --server-side -f "$LAB_SRC/openshift-objects.yaml" >/dev/null
     kubectl patch clusterversion version --subresource=status --type=merge -p \

@@ -49,6 +49,15 @@ description:
     what was applied, what was not, and that a re-run converges."
   - A LocalQueue whose ClusterQueue changed (a namespace moved to another tenant) is deleted and created again,
     because C(spec.clusterQueue) is immutable.
+  - "Fleet (O(clusters), docs/multicluster.md): the same run on every cluster of a MultiKueue fleet, each reached with
+    its own connection options (the module's own connection options and C(K8S_AUTH_*) are not used). Every cluster
+    is probed and prepared (read, ownership guard, safe mode) before the first write on any; an unreachable cluster or
+    a refusal anywhere stops the run with nothing written, naming the cluster. Then the run lock is taken on every
+    cluster (manager first, then the workers in order), each worker is written (the tenancy with each tenant's share
+    of its quota, MultiKueue's least-privilege ServiceAccount), its token is read, and the manager is written (the
+    tenancy with the whole quota and the MultiKueue admission check, C(AdmissionCheck), C(MultiKueueConfig),
+    C(MultiKueueCluster) and a kubeconfig Secret per worker). Offboarding drains and removes the tenant on every
+    worker, then on the manager."
 author:
   - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
@@ -206,6 +215,15 @@ options:
     type: list
     elements: str
     default: []
+  clusters:
+    description:
+      - "A MultiKueue fleet (inventory C(gpuaas_clusters)): C({manager: {name, auth, kueue_namespace}, workers: [{name,
+        auth, kueue_namespace, api_server, flavors: [{name, capacity}]}]}). C(auth) takes the connection options of
+        this module per cluster; its credentials (C(api_key), C(password), an inline kubeconfig's tokens and keys)
+        are masked in logs and results. See the C(gpuaas.platform.tenants) role's argument spec for every key."
+      - Not set (default), the module converges the one cluster of its connection options.
+      - In a fleet nodes are not read (O(check_capacity) does not apply), each worker declares its capacity per flavor.
+    type: dict
 attributes:
   check_mode:
     description: Server-side dry run (C(dryRun=All)); nothing is written, no drain wait happens.
@@ -240,6 +258,12 @@ EXAMPLES = r"""
     cohorts: "{{ gpuaas_cohorts }}"
     tenants: "{{ gpuaas_tenants }}"
     adopt: [ClusterQueue/nlp, Namespace/nlp-train]
+
+- name: Converge a MultiKueue fleet (manager and workers) from one inventory
+  gpuaas.platform.tenants:
+    flavors: "{{ gpuaas_flavors }}"
+    tenants: "{{ gpuaas_tenants }}"
+    clusters: "{{ gpuaas_clusters }}"
 
 - name: Offboard one tenant and delete its namespaces
   gpuaas.platform.tenants:
@@ -343,8 +367,16 @@ lock:
   description: The lock this run held (Lease, holder identity, seconds waited, the expired holder taken over).
   returned: when a lock was taken
   type: dict
+clusters:
+  description:
+    - With O(clusters), the result of each cluster (the keys above, without C(diff)), by cluster name; the top-level
+      lists then cover every cluster, each reference with a C(cluster) key, and C(summary) is summed.
+  returned: when O(clusters) is set
+  type: dict
+  sample: {"hub": {"changed": false, "summary": {"created": 0, "updated": 0, "unchanged": 31, "deleted": 0}}}
 diff:
-  description: Per-object before/after of the managed fields (with C(--diff)).
+  description: Per-object before/after of the managed fields (with C(--diff)); with O(clusters) the headers start with
+    the cluster name.
   returned: when diff mode is on
   type: list
   elements: dict
@@ -359,11 +391,16 @@ problems:
 """
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import run_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.fleet_runner import FleetRunner
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TENANTS_ARGUMENT_SPEC, TenancyRunner
 
 
 def main() -> None:
-    run_module(TENANTS_ARGUMENT_SPEC, lambda module: TenancyRunner(None, module.params, module.check_mode, module._diff))
+    def make_runner(module):
+        runner = FleetRunner if module.params.get("clusters") else TenancyRunner
+        return runner(None, module.params, module.check_mode, module._diff)
+
+    run_module(TENANTS_ARGUMENT_SPEC, make_runner)
 
 
 if __name__ == "__main__":

@@ -1,41 +1,46 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A MultiKueue fleet on two labs (issue 27): the manager is the lab of LAB_DIR, the worker the lab of
-GPUAAS_WORKER_LAB_DIR (its own ports: ``make lab-up LAB_DIR=… LAB_PORT_OFFSET=…``). Both run the real kube-apiserver
-and the real Kueue (v0.19.2, MultiKueue is beta and on by default); the worker's pods run on KWOK nodes.
+GPUAAS_WORKER_LAB_DIR (``make lab-worker-up``: its own ports). Both run the real kube-apiserver and the real Kueue
+(v0.19.2, MultiKueue beta and on by default); the worker's pods run on KWOK nodes.
 
-The objects go the collection's data path: inventory -> ``TenantModel`` -> ``manifests/multikueue.py`` ->
-``ApplyEngine`` (server-side apply, one field manager) on each cluster with the connection options of
-``gpuaas_clusters``. Not part of ``make test`` (it needs a second lab).
+Every fleet write goes through the collection's entry point: ``playbooks/multicluster.yml`` (the tenants role, the
+tenants module with ``clusters`` = gpuaas_clusters, reconcile/fleet_runner.py), as an admin runs it.
 """
 from __future__ import annotations
 
 import base64
+import json
 import os
 import statistics
+import subprocess
 import time
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from conftest import _dynamic_client, _lab_from_env, wait_until  # pylint: disable=import-error
+from conftest import REPO, _audit_window_factory, _dynamic_client, _lab_from_env, wait_until  # pylint: disable=import-error
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import get_client
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import multikueue
 
 WORKER_LAB_DIR = os.environ.get("GPUAAS_WORKER_LAB_DIR")
 pytestmark = pytest.mark.skipif(not WORKER_LAB_DIR, reason="needs a worker lab beside the manager lab: "
                                                            "GPUAAS_WORKER_LAB_DIR=<its LAB_DIR> (docs/multicluster.md)")
-TENANT = "mk-vision"
-NAMESPACE = "mk-vision"
+PLAYBOOK = REPO / "playbooks" / "multicluster.yml"
+OFFBOARD = REPO / "playbooks" / "offboard_tenant.yml"
+TASK = "Reconcile the GPU tenancy"
+TENANT, OTHER = "mk-vision", "mk-nlp"
 FLAVOR = "mk-h100"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-# How many jobs the dispatch latency is measured over (one after the other: the latency of one, not of a queue).
-LATENCY_JOBS = int(os.environ.get("GPUAAS_MK_LATENCY_JOBS", "10"))
+LEASE = ("kube-system", "gpuaas-tenants")
+# the worker lab's two H100 KWOK nodes (lab/topology.yaml)
+CAPACITY = {"nvidia.com/gpu": 16, "cpu": 448, "memory": "4Ti"}
+# Jobs dispatched by the suite (one after the other); the ≥ 20-job figures come from bench/multicluster/dispatch.py.
+LATENCY_JOBS = int(os.environ.get("GPUAAS_MK_LATENCY_JOBS", "3"))
 
 
 @pytest.fixture(scope="module")
@@ -48,51 +53,42 @@ def worker_kube(worker_lab):
     return _dynamic_client(worker_lab)
 
 
-@pytest.fixture(scope="module")
-def model(lab, worker_lab):
-    return TenantModel.from_inventory({
+def fleet_vars(lab, worker_lab, gpus=4, tenants=None, extra_workers=(), **extra):
+    """The inventory of the fleet, as extra vars of playbooks/multicluster.yml."""
+    tenants = tenants if tenants is not None else [
+        {"name": TENANT, "namespaces": [TENANT], "access": {"admins": ["user:alice"]},
+         "quotas": [{"flavor": FLAVOR, "resources": {"nvidia.com/gpu": gpus, "cpu": 16, "memory": "64Gi"}}]},
+        {"name": OTHER, "namespaces": [OTHER],
+         "quotas": [{"flavor": FLAVOR, "resources": {"nvidia.com/gpu": 4, "cpu": 16, "memory": "64Gi"}}]}]
+    out = {
+        "gpuaas_platform": "kubernetes",
         "gpuaas_flavors": [{"name": FLAVOR, "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
                             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}],
-        "gpuaas_tenants": [{"name": TENANT, "namespaces": [NAMESPACE],
-                            "quotas": [{"flavor": FLAVOR, "resources": {"nvidia.com/gpu": 4, "cpu": 16, "memory": "64Gi"}}]}],
+        "gpuaas_tenants": tenants,
         "gpuaas_clusters": {
             "manager": {"name": "lab-manager", "auth": {"kubeconfig": lab.kubeconfig, "context": lab.admin_context}},
             "workers": [{"name": "lab-worker1", "api_server": worker_lab.apiserver,
                          "auth": {"kubeconfig": worker_lab.kubeconfig, "context": worker_lab.admin_context},
-                         # the two H100 KWOK nodes of lab/topology.yaml
-                         "flavors": [{"name": FLAVOR, "capacity": {"nvidia.com/gpu": 16, "cpu": 448, "memory": "4Ti"}}]}],
-        },
-    })
+                         "flavors": [{"name": FLAVOR, "capacity": CAPACITY}]}] + list(extra_workers)},
+    }
+    out.update(extra)
+    return out
 
 
-def _token_secret(kube, worker):
-    secret = kube.resources.get(api_version="v1", kind="Secret").get(
-        name=multikueue.WORKER_TOKEN_SECRET, namespace=worker.kueue_namespace).to_dict()
-    data = secret.get("data") or {}
-    return data if data.get("token") and data.get("ca.crt") else None
+def module_result(run):
+    results = run.task_results(TASK)
+    assert len(results) == 1, run.explain()
+    return results[0]
 
 
-def converge(model, worker_kubes):
-    """One fleet run: each worker (tenancy + MultiKueue's identity), its token into a kubeconfig, then the manager."""
-    changed = {}
-    kubeconfigs = {}
-    for worker in model.fleet.workers:
-        # MultiKueue watches every framework the MANAGER's Kueue integrates (the lab's: every one): the worker role
-        # must allow exactly those, or the MultiKueueCluster stays ClientConnectionFailed (measured on the lab)
-        result = ApplyEngine(get_client(params=worker.auth)).reconcile(
-            multikueue.worker_objects(model, worker, frameworks=multikueue.MULTIKUEUE_FRAMEWORKS))
-        changed[worker.name] = result.changed
-        data = wait_until(lambda w=worker: _token_secret(worker_kubes[w.name], w), 30, "the token of %s" % worker.name)
-        kubeconfigs[worker.name] = multikueue.worker_kubeconfig(worker, worker.api_server, data["ca.crt"],
-                                                                base64.b64decode(data["token"]).decode())
-    manager = model.fleet.manager
-    result = ApplyEngine(get_client(params=manager.auth)).reconcile(multikueue.manager_objects(model, kubeconfigs))
-    changed[manager.name] = result.changed
-    return changed, kubeconfigs
+def writes(events):
+    """Writes other than the run lock's Lease."""
+    return [e for e in events if not ((e.get("objectRef") or {}).get("resource") == "leases"
+                                      and ((e["objectRef"].get("namespace"), e["objectRef"].get("name")) == LEASE))]
 
 
-def _condition(kube, api_version, kind, name, ctype="Active"):
-    obj = kube.resources.get(api_version=api_version, kind=kind).get(name=name).to_dict()
+def _condition(kube, kind, name, ctype="Active"):
+    obj = kube.resources.get(api_version=multikueue.KUEUE_V, kind=kind).get(name=name).to_dict()
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond["type"] == ctype:
             return cond
@@ -100,12 +96,16 @@ def _condition(kube, api_version, kind, name, ctype="Active"):
 
 
 @pytest.fixture(scope="module")
-def fleet(model, kube, worker_kube):
-    changed, kubeconfigs = converge(model, {"lab-worker1": worker_kube})
-    yield {"first": changed, "kubeconfigs": kubeconfigs}
+def fleet(lab, worker_lab, kube, worker_kube, run_playbook):
+    first = run_playbook(PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab))
+    assert first.rc == 0, first.explain()
+    yield {"first": module_result(first)}
     # Leave both labs as found: a ClusterQueue still carrying the MultiKueue check would be inactive (and fail the
     # validate suites) once the worker lab is gone.
-    manager_objs = multikueue.manager_objects(model, kubeconfigs)
+    model = TenantModel.from_inventory(fleet_vars(lab, worker_lab))
+    manager_objs = multikueue.manager_objects(model)
+    manager_objs += [{"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": multikueue.kubeconfig_secret_name(w), "namespace": "kueue-system"}} for w in model.fleet.workers]
     worker_objs = [o for w in model.fleet.workers
                    for o in multikueue.worker_objects(model, w, frameworks=multikueue.MULTIKUEUE_FRAMEWORKS)]
     for client, objs in ((kube, manager_objs), (worker_kube, worker_objs)):
@@ -118,26 +118,54 @@ def fleet(model, kube, worker_kube):
                 pass
 
 
-def test_the_fleet_connects(fleet, kube):
-    assert fleet["first"]  # created on both clusters
-    cond = wait_until(lambda: (_condition(kube, multikueue.KUEUE_V, "MultiKueueCluster", "lab-worker1") or {}).get(
-        "status") == "True" and _condition(kube, multikueue.KUEUE_V, "MultiKueueCluster", "lab-worker1"), 60,
-        "MultiKueueCluster lab-worker1 Active")
+def test_one_playbook_run_connects_the_fleet(fleet, kube, worker_kube):
+    result = fleet["first"]
+    assert set(result["clusters"]) == {"lab-manager", "lab-worker1"}
+    cond = wait_until(lambda: (_condition(kube, "MultiKueueCluster", "lab-worker1") or {}).get("status") == "True"
+                      and _condition(kube, "MultiKueueCluster", "lab-worker1"), 90, "MultiKueueCluster Active")
     assert cond["reason"] == "Active", cond
-    assert wait_until(lambda: (_condition(kube, multikueue.KUEUE_V, "AdmissionCheck", multikueue.ADMISSION_CHECK_NAME)
-                               or {}).get("status") == "True", 60, "the AdmissionCheck Active")
-    assert wait_until(lambda: (_condition(kube, multikueue.KUEUE_V, "ClusterQueue", TENANT) or {}).get("status")
-                      == "True", 60, "the manager's ClusterQueue Active")
+    assert wait_until(lambda: (_condition(kube, "AdmissionCheck", multikueue.ADMISSION_CHECK_NAME) or {}).get("status")
+                      == "True", 60, "the AdmissionCheck Active")
+    assert wait_until(lambda: (_condition(kube, "ClusterQueue", TENANT) or {}).get("status") == "True", 60,
+                      "the manager's ClusterQueue Active")
+    # the only worker holds the tenant's whole share (4 GPUs), without the check (it runs what it admits)
+    cq = worker_kube.resources.get(api_version=multikueue.KUEUE_V, kind="ClusterQueue").get(name=TENANT).to_dict()
+    assert "admissionChecksStrategy" not in cq["spec"]
+    gpu = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert (gpu["name"], str(gpu["nominalQuota"])) == ("nvidia.com/gpu", "4"), gpu
 
 
-def test_a_second_run_changes_nothing_anywhere(fleet, model, worker_kube):
-    changed, _kubeconfigs = converge(model, {"lab-worker1": worker_kube})
-    assert changed == {"lab-worker1": False, "lab-manager": False}
+def test_check_mode_with_diff_then_a_second_run_change_nothing_anywhere(
+        fleet, lab, worker_lab, run_playbook, audit_writes):
+    worker_audit = _audit_window_factory(worker_lab)
+    with audit_writes() as manager_events, worker_audit() as worker_events:
+        check = run_playbook(PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab), check=True, diff=True)
+        again = run_playbook(PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab))
+    assert check.rc == 0 and again.rc == 0, check.explain() + again.explain()
+    for run in (check, again):
+        result = module_result(run)
+        assert result["changed"] is False, result["summary"]
+        assert {k: v["changed"] for k, v in result["clusters"].items()} == {"lab-manager": False,
+                                                                            "lab-worker1": False}
+    assert writes(manager_events.events) == [] and writes(worker_events.events) == [], \
+        (manager_events.describe(), worker_events.describe())
+    # the kubeconfig Secret's data never shows: masked by the module's no_log values or redacted in diffs
+    assert "certificate-authority-data" not in check.stdout
 
 
-def _job(name):
+def test_check_mode_previews_a_quota_change_on_every_cluster_with_diff(fleet, lab, worker_lab, run_playbook):
+    check = run_playbook(PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab, gpus=6), check=True, diff=True)
+    result = module_result(check)
+    assert check.rc == 0 and result["changed"] is True, check.explain()
+    updated = {(r["cluster"], r["kind"], r["name"]) for r in result["updated"]}
+    assert {("lab-manager", "ClusterQueue", TENANT), ("lab-worker1", "ClusterQueue", TENANT)} <= updated, updated
+    headers = {d["after_header"].split(":")[0] for d in result["diff"]}
+    assert headers == {"lab-manager", "lab-worker1"}, headers
+
+
+def _job(name, namespace=TENANT, queue="default"):
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {QUEUE_LABEL: "default"}},
+            "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue}},
             "spec": {"suspend": True, "backoffLimit": 0, "template": {"spec": {
                 "restartPolicy": "Never",
                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
@@ -146,38 +174,34 @@ def _job(name):
 
 
 def test_a_tenant_job_submitted_on_the_manager_runs_on_the_worker(fleet, kube, worker_kube):
+    wait_until(lambda: (_condition(kube, "ClusterQueue", TENANT) or {}).get("status") == "True", 90, "CQ Active")
     jobs = kube.resources.get(api_version="batch/v1", kind="Job")
     worker_jobs = worker_kube.resources.get(api_version="batch/v1", kind="Job")
     latencies = []
     for _index in range(LATENCY_JOBS):
         name = "mk-%s" % uuid.uuid4().hex[:8]
         start = time.monotonic()
-        jobs.create(body=_job(name), namespace=NAMESPACE)
+        jobs.create(body=_job(name), namespace=TENANT)
 
-        def remote():
+        def remote(job=name):
             try:
-                return worker_jobs.get(name=name, namespace=NAMESPACE).to_dict()
-            except Exception:  # pylint: disable=broad-except  # NotFoundError until MultiKueue copies the Job
+                return worker_jobs.get(name=job, namespace=TENANT).to_dict()
+            except NotFoundError:  # until MultiKueue copies the Job
                 return None
         remote_job = wait_until(remote, 60, "the copy of %s on the worker" % name, interval=0.05)
         latencies.append(time.monotonic() - start)
         # the copy is MultiKueue's (its origin label) and its pod is the worker's (KWOK), never the manager's
         assert remote_job["metadata"]["labels"].get("kueue.x-k8s.io/multikueue-origin"), remote_job["metadata"]
-        local = jobs.get(name=name, namespace=NAMESPACE).to_dict()
+        local = jobs.get(name=name, namespace=TENANT).to_dict()
         assert local["spec"].get("managedBy") == "kueue.x-k8s.io/multikueue", local["spec"]
         # the status flows back: the manager's Job completes when the worker's does
-        wait_until(lambda: (jobs.get(name=name, namespace=NAMESPACE).to_dict().get("status") or {}).get("succeeded"),
-                   90, "%s succeeded on the manager" % name)
+        wait_until(lambda job=name: (jobs.get(name=job, namespace=TENANT).to_dict().get("status") or {}).get(
+            "succeeded"), 90, "%s succeeded on the manager" % name)
         pods = kube.resources.get(api_version="v1", kind="Pod").get(
-            namespace=NAMESPACE, label_selector="job-name=%s" % name).items
+            namespace=TENANT, label_selector="job-name=%s" % name).items
         assert not pods, "a dispatched Job must not run pods on the manager"
-    latencies.sort()
-    report = "dispatch latency (manager Job created -> worker copy exists), n=%d: p50 %.2fs, max %.2fs, mean %.2fs" % (
-        len(latencies), statistics.median(latencies), latencies[-1], statistics.mean(latencies))
-    print(report)
-    out = os.environ.get("GPUAAS_MK_LATENCY_REPORT")
-    if out:
-        Path(out).write_text(report + "\n" + "\n".join("%.3f" % x for x in latencies) + "\n")
+    median, worst = statistics.median(latencies), max(latencies)
+    print("dispatch latency n=%d: p50 %.2fs max %.2fs" % (len(latencies), median, worst))
 
 
 def _as_service_account(worker_lab, token):
@@ -190,12 +214,18 @@ def _as_service_account(worker_lab, token):
     return dynamic.DynamicClient(client.ApiClient(configuration))
 
 
-def test_the_worker_credential_cannot_write_outside_the_tenants_namespaces(fleet, worker_lab, worker_kube):
+def _worker_token(kube):
+    secret = kube.resources.get(api_version="v1", kind="Secret").get(
+        name="gpuaas-multikueue-lab-worker1", namespace="kueue-system").to_dict()
+    kubeconfig = json.loads(base64.b64decode(secret["data"]["kubeconfig"]))
+    return kubeconfig["users"][0]["user"]["token"]
+
+
+def test_the_worker_credential_cannot_write_outside_the_tenants_namespaces(fleet, kube, worker_lab):
     """Adversarial: with the token the manager holds for the worker, write where MultiKueue never writes."""
     from kubernetes.dynamic.exceptions import ForbiddenError  # pylint: disable=import-outside-toplevel
 
-    token = fleet["kubeconfigs"]["lab-worker1"]["users"][0]["user"]["token"]
-    sa = _as_service_account(worker_lab, token)
+    sa = _as_service_account(worker_lab, _worker_token(kube))
     sa_jobs = sa.resources.get(api_version="batch/v1", kind="Job")
     for namespace in ("kube-system", "default", "kueue-system"):
         with pytest.raises(ForbiddenError):
@@ -204,7 +234,125 @@ def test_the_worker_credential_cannot_write_outside_the_tenants_namespaces(fleet
     with pytest.raises(ForbiddenError):
         sa.resources.get(api_version="v1", kind="Secret").get(namespace="kueue-system")
     with pytest.raises(ForbiddenError):
-        sa.resources.get(api_version="v1", kind="ConfigMap").get(namespace=NAMESPACE)
+        sa.resources.get(api_version="v1", kind="ConfigMap").get(namespace=TENANT)
     # what MultiKueue does is allowed: create a Job in the tenant's namespace (dry run), list Workloads everywhere
-    sa_jobs.create(body=_job("allowed"), namespace=NAMESPACE, query_params=[("dryRun", "All")])
+    sa_jobs.create(body=_job("allowed"), namespace=TENANT, query_params=[("dryRun", "All")])
     sa.resources.get(api_version=multikueue.KUEUE_V, kind="Workload").get()
+
+
+def kubectl(lab, *args, context=None, stdin=None):
+    cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", context or lab.admin_context]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, input=stdin, check=False)
+
+
+def test_a_tenant_on_the_manager_cannot_reach_another_tenants_queue_or_a_worker(fleet, lab):
+    """Adversarial, as alice (admin of mk-vision only, context lab-tenant) on the manager: every way to put work on
+    mk-nlp's quota or to talk to a worker directly is refused by the API server (server-side dry runs)."""
+    def as_alice(*args, stdin=None):
+        return kubectl(lab, *args, "--dry-run=server", context=lab.tenant_context, stdin=stdin)
+
+    def refused(out):
+        assert out.returncode != 0 and "forbidden" in out.stderr.lower(), (out.stdout, out.stderr)
+
+    # a Job in the other tenant's namespace (its LocalQueue, its quota)
+    refused(as_alice("create", "-f", "-", stdin=json.dumps(_job("steal", namespace=OTHER))))
+    # a LocalQueue of her own pointing at the other tenant's ClusterQueue
+    lq = {"apiVersion": multikueue.KUEUE_V, "kind": "LocalQueue", "metadata": {"name": "steal", "namespace": TENANT},
+          "spec": {"clusterQueue": OTHER}}
+    refused(as_alice("create", "-f", "-", stdin=json.dumps(lq)))
+    # her ClusterQueue without the MultiKueue check (run on the manager), or with another tenant's quota
+    refused(as_alice("patch", "clusterqueue", TENANT, "--type=merge", "-p",
+                     json.dumps({"spec": {"admissionChecksStrategy": None}})))
+    # a worker of her own: a MultiKueueCluster, the MultiKueueConfig, a worker's kubeconfig
+    mkc = {"apiVersion": multikueue.KUEUE_V, "kind": "MultiKueueCluster", "metadata": {"name": "alice-worker"},
+           "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": "alice"}}}}
+    refused(as_alice("create", "-f", "-", stdin=json.dumps(mkc)))
+    refused(as_alice("patch", "multikueueconfig", multikueue.CONFIG_NAME, "--type=merge", "-p",
+                     json.dumps({"spec": {"clusters": ["alice-worker"]}})))
+    refused(kubectl(lab, "get", "secret", "gpuaas-multikueue-lab-worker1", "-n", "kueue-system",
+                    context=lab.tenant_context))
+    # the control: her own Job on her own queue is admitted by the API server (dry run)
+    own = as_alice("create", "-f", "-", stdin=json.dumps(_job("own")))
+    assert own.returncode == 0, own.stderr
+
+
+def test_an_unreachable_worker_stops_the_run_before_any_write_on_any_cluster(fleet, lab, worker_lab, run_playbook,
+                                                                             audit_writes):
+    gone = {"name": "lab-worker-gone", "api_server": "https://127.0.0.1:1",
+            "auth": {"host": "https://127.0.0.1:1", "api_key": "not-a-real-token-0123456789"},
+            "flavors": [{"name": FLAVOR, "capacity": CAPACITY}]}
+    worker_audit = _audit_window_factory(worker_lab)
+    with audit_writes() as manager_events, worker_audit() as worker_events:
+        run = run_playbook(PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab, gpus=6, extra_workers=[gone]))
+    assert run.rc != 0, run.explain()
+    result = module_result(run)
+    assert "nothing was written on any cluster" in result["msg"], result["msg"]
+    assert [p for p in result.get("problems") or [] if p.startswith("worker 'lab-worker-gone'")], result
+    assert "gpuaas_clusters" in result.get("hint", ""), result
+    assert writes(manager_events.events) == [] and writes(worker_events.events) == [], \
+        (manager_events.describe(), worker_events.describe())
+    assert "not-a-real-token-0123456789" not in run.stdout + run.stderr  # the worker's api_key is masked
+
+
+def _hold_lease(worker_lab, holder):
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": LEASE[1], "namespace": LEASE[0]},
+             "spec": {"holderIdentity": holder, "leaseDurationSeconds": 300, "acquireTime": now, "renewTime": now}}
+    out = kubectl(worker_lab, "create", "-f", "-", stdin=json.dumps(lease))
+    assert out.returncode == 0, out.stderr
+
+
+def test_a_run_while_another_run_holds_a_workers_lock_writes_nothing_anywhere(
+        fleet, lab, worker_lab, run_playbook, audit_writes):
+    """Adversarial: another automation job holds the run lock on the worker (a single-cluster tenants run there, or a
+    second fleet run). A fleet run with a change to make waits (bounded), then fails naming the worker and the
+    holder, having written nothing on the manager either; the locks it took are given back."""
+    _hold_lease(worker_lab, "another-automation-run")
+    worker_audit = _audit_window_factory(worker_lab)
+    try:
+        with audit_writes() as manager_events, worker_audit() as worker_events:
+            run = run_playbook(PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab, gpus=6, gpuaas_tenants_lock_wait=3))
+    finally:
+        kubectl(worker_lab, "delete", "lease", LEASE[1], "-n", LEASE[0])
+    assert run.rc != 0, run.explain()
+    msg = module_result(run)["msg"]
+    assert msg.startswith("worker 'lab-worker1': another run (holder another-automation-run) holds the lock"), msg
+    assert "nothing was written on any cluster" in msg, msg
+    assert writes(manager_events.events) == [] and writes(worker_events.events) == [], \
+        (manager_events.describe(), worker_events.describe())
+    # the manager's lock was given back: the next run proceeds at once (and changes nothing: same inventory as before)
+    again = run_playbook(PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab, gpuaas_tenants_lock_wait=3))
+    assert again.rc == 0 and module_result(again)["changed"] is False, again.explain()
+
+
+def test_two_fleet_runs_at_once_both_finish_and_agree(fleet, lab, worker_lab, run_playbook):
+    """Two automation jobs against the same fleet at the same moment: one waits for the other's locks (same order
+    on every run: no deadlock), both succeed, the fleet ends as the inventory says."""
+    from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        both = fleet_vars(lab, worker_lab, gpus=5, gpuaas_tenants_lock_wait=180)
+        runs = [pool.submit(run_playbook, PLAYBOOK, extra_vars=both, timeout=400) for _run in range(2)]
+        results = [r.result(timeout=420) for r in runs]
+    assert all(r.rc == 0 for r in results), "\n".join(r.explain() for r in results)
+    changed = sorted(module_result(r)["changed"] for r in results)
+    assert changed == [False, True], changed  # the second saw the first's writes under the lock
+    back = run_playbook(PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab))
+    assert back.rc == 0, back.explain()
+
+
+def test_offboarding_a_tenant_removes_its_share_on_every_worker(
+        fleet, lab, worker_lab, kube, worker_kube, run_playbook):
+    extra = fleet_vars(lab, worker_lab)
+    extra.update(tenant_name=OTHER, drain_timeout=60)
+    run = run_playbook(OFFBOARD, extra_vars=extra)
+    assert run.rc == 0, run.explain()
+    for name, client in (("manager", kube), ("worker", worker_kube)):
+        queues = client.resources.get(api_version=multikueue.KUEUE_V, kind="ClusterQueue")
+        with pytest.raises(NotFoundError):
+            queues.get(name=OTHER)
+        assert queues.get(name=TENANT), name  # the other tenant stays
+        bindings = client.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="RoleBinding").get(
+            namespace=OTHER, label_selector="gpuaas.io/tenant=%s" % OTHER).items
+        assert not bindings, (name, [b.metadata.name for b in bindings])

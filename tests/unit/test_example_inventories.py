@@ -22,7 +22,7 @@ ROLES = ["platform", "gpu_operator", "kueue", "keda", "tenants", "validate", "ob
 SITES = ["kubernetes", "openshift"]
 # Examples that are an overlay of a site (the OpenShift AI tenancy, installed with examples/openshift): checked for
 # what every example promises (valid, declared, explained); their own content by tests/unit/module_utils/test_openshift_ai.py.
-OVERLAYS = ["openshift-ai"]
+OVERLAYS = ["openshift-ai", "multicluster"]
 KEY = re.compile(r"^(gpuaas_\w+):")
 
 # Settings that only make sense on the local lab (docs/lab.md) and must never be copied to a real cluster.
@@ -127,3 +127,13 @@ def test_lab_inventory_marks_its_lab_only_settings():
             if "LAB-ONLY" in comments:
                 marked |= {m.group(1) for m in map(KEY.match, block.splitlines()) if m}
     assert must_mark <= marked, "not marked LAB-ONLY: %s" % sorted(must_mark - marked)
+
+
+def test_the_fleet_example_splits_each_quota_over_its_workers():
+    """playbooks/inventory/examples/multicluster: the shares its comment promises (12 GPUs over 16:8 -> 8 + 4)."""
+    from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.clusters import worker_quotas
+
+    model = TenantModel.from_inventory(group_vars(EXAMPLES / "multicluster"))
+    assert [w.name for w in model.fleet.workers] == ["gpu-east", "gpu-west"]
+    shares = worker_quotas(model.fleet, model.tenant("vision"))
+    assert [shares[w][0].resources["nvidia.com/gpu"] for w in ("gpu-east", "gpu-west")] == ["8", "4"]

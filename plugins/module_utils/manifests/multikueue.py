@@ -186,7 +186,7 @@ def worker_model(model: TenantModel, worker: Worker) -> TenantModel:
     return out
 
 
-def worker_credentials(worker: Worker, tenant_namespaces: t.Sequence[str],
+def worker_credentials(worker: Worker, tenant_namespaces: t.Union[t.Sequence[str], t.Mapping[str, str]],
                        frameworks: t.Sequence[str] = DEFAULT_FRAMEWORKS) -> t.List[t.Dict[str, t.Any]]:
     """The identity MultiKueue's manager uses on ``worker``, with exactly what it does there (v0.19.2:
     pkg/controller/admissionchecks/multikueue and the jobs' MultiKueue adapters; the verbs are upstream's
@@ -197,6 +197,8 @@ def worker_credentials(worker: Worker, tenant_namespaces: t.Sequence[str],
     * **write** only in the tenants' namespaces (ClusterRole ``gpuaas-multikueue-writer`` bound by a RoleBinding in
       each): create/delete Workloads and jobs, update Workloads (finalizer, priority), patch/update their status.
       Upstream binds the writes cluster-wide; here a leaked worker kubeconfig cannot create a Job in kube-system.
+      ``tenant_namespaces`` as ``{namespace: tenant}`` gives each RoleBinding the tenant's ownership labels, so it
+      goes with the tenant (offboarding prunes it with the tenant's other RoleBindings).
 
     ClusterQueues/LocalQueues are not read: only the alpha MultiKueueManagerQuotaAutomation gate caches them.
 
@@ -233,8 +235,12 @@ def worker_credentials(worker: Worker, tenant_namespaces: t.Sequence[str],
          "subjects": subject},
         {"apiVersion": RBAC_V, "kind": "ClusterRole", "metadata": _meta(WORKER_WRITER_ROLE), "rules": write},
     ]
+    owners = tenant_namespaces if isinstance(tenant_namespaces, t.Mapping) else {}
     for namespace in tenant_namespaces:
-        objs.append({"apiVersion": RBAC_V, "kind": "RoleBinding", "metadata": _meta(WORKER_WRITER_ROLE, namespace),
+        meta = _meta(WORKER_WRITER_ROLE, namespace)
+        if owners.get(namespace):
+            meta["labels"] = labels_for(owners[namespace])
+        objs.append({"apiVersion": RBAC_V, "kind": "RoleBinding", "metadata": meta,
                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                  "name": WORKER_WRITER_ROLE},
                      "subjects": subject})
@@ -246,7 +252,7 @@ def worker_objects(model: TenantModel, worker: Worker, frameworks: t.Sequence[st
     """Every object of ``worker``: the tenancy with the worker's shares, and MultiKueue's identity there."""
     local = worker_model(model, worker)
     objs = tenancy.desired_objects(local, platform, **tenancy_options)
-    namespaces = [ns for x in local.present_tenants for ns in x.namespaces]
+    namespaces = {ns: x.name for x in local.present_tenants for ns in x.namespaces}
     objs.extend(worker_credentials(worker, namespaces, frameworks))
     return objs
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, fail_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.auth import K8S_AUTH_ARG_SPEC, kubeconfig_secrets
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import get_client
 from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
@@ -24,6 +25,35 @@ class InventoryModule(GpuaasModule):
 
     # the runners read the credential (token file, Secret) under the run lock and register it then (secret_sink)
     read_token_files_at_start = False
+
+    def register_secrets(self) -> None:
+        super().register_secrets()
+        for value in fleet_secrets(self.params.get("clusters") if "clusters" in self.argument_spec else None):
+            self.register_secret(value)
+
+
+# The connection options that are credentials (no_log in K8S_AUTH_ARG_SPEC), aliases included.
+_SECRET_AUTH_KEYS = {key for name, spec in K8S_AUTH_ARG_SPEC.items() if spec.get("no_log")
+                     for key in (name,) + tuple(spec.get("aliases", ()))}
+
+
+def fleet_secrets(clusters: t.Any) -> t.List[str]:
+    """Every credential in the ``auth`` of the fleet's clusters (option clusters = gpuaas_clusters): tokens,
+    passwords, and what an inline kubeconfig carries, so none reaches the logged invocation or a result."""
+    if not isinstance(clusters, t.Mapping):
+        return []
+    entries = [clusters.get("manager")] + list(clusters.get("workers") or [])
+    out: t.List[str] = []
+    for entry in entries:
+        auth = entry.get("auth") if isinstance(entry, t.Mapping) else None
+        if not isinstance(auth, t.Mapping):
+            continue
+        for key, value in auth.items():
+            if key in _SECRET_AUTH_KEYS and isinstance(value, str) and value:
+                out.append(value)
+        if isinstance(auth.get("kubeconfig"), t.Mapping):
+            out.extend(kubeconfig_secrets(auth["kubeconfig"]))
+    return out
 
 
 def redact_secret_data(diffs: t.Optional[t.List[t.Dict[str, t.Any]]]) -> None:
@@ -46,7 +76,8 @@ def run_module(argument_spec: t.Mapping[str, t.Any], make_runner: t.Callable[[t.
     runner = make_runner(module)
     runner.secret_sink = module.register_secret  # a token read later (a Secret): as given, stripped, base64
     try:
-        runner.client = get_client(module)
+        if not getattr(runner, "connects_per_cluster", False):  # a fleet run: each cluster's own options
+            runner.client = get_client(module)
         result = runner.run()
     except GpuaasError as err:
         for warning in runner.warnings:

@@ -63,6 +63,22 @@ CREDENTIAL_STAND_IN = "credential-read-under-the-lock"
 POLICY_ENFORCEMENT_TIMEOUT = 30.0
 
 
+@dataclasses.dataclass
+class Prepared:
+    """What a tenants run read and built before its first write (``TenancyRunner.prepare``)."""
+    nodes: t.Optional[t.List[Obj]]
+    model: TenantModel
+    platform: str
+    engine: ApplyEngine
+    kueue_version: str
+    desired: t.List[Obj]
+    scope: TenantsScope
+    also: t.List[t.Tuple[str, str]]
+    state: LiveState
+    # set when the run ends without writing (an empty inventory in safe mode)
+    result: t.Optional[t.Dict[str, t.Any]] = None
+
+
 class TenancyRunner:
     """One tenants run, separate from AnsibleModule so unit tests can drive it with a fake client."""
 
@@ -254,13 +270,21 @@ class TenancyRunner:
             self.run_lock.release()
 
     def _run(self) -> t.Dict[str, t.Any]:
+        prepared = self.prepare()
+        if prepared.result is not None:
+            return prepared.result
+        self.take_lock(prepared)
+        return self.write(prepared)
+
+    def prepare(self) -> "Prepared":
+        """Everything before the first write: parse, build, read, safe mode, ownership guard. A fleet run
+        (reconcile/fleet_runner.py) prepares every cluster this way before it writes on any of them."""
         p = self.params
         nodes = self.nodes()
         model = self.model(nodes)
         limit = p.get("limit_tenants")
         prune = bool(p.get("prune"))
         declared = {x.name for x in model.tenants}
-        present = {x.name for x in model.present_tenants}
         empty = limit is None and not declared
         platform = self.platform()
         self.check_hardware_profiles_served(model)
@@ -278,6 +302,7 @@ class TenancyRunner:
                              keda_namespace=self.keda_namespace(platform))
         also = [("v1", "Namespace"), (kueue_av, "ClusterQueue")]
         state = engine.read(desired, prune=scope, also=also)
+        prepared = Prepared(nodes, model, platform, engine, kueue_version, desired, scope, also, state)
 
         # Safe mode decisions need reads only, so a refused or empty run writes nothing (not even the lock).
         if empty:
@@ -290,15 +315,33 @@ class TenancyRunner:
                          "gpuaas_tenants_allow_empty: true as well (or offboard them one by one with state: absent)",
                     details={"reason": "EmptyInventory", "tenants": sorted(live)})
             if not prune and live:
-                return self.empty_inventory_result(model, kueue_version, live, nodes, scope, state)
+                prepared.result = self.empty_inventory_result(model, kueue_version, live, nodes, scope, state)
+                return prepared
 
         # Before the first write (the lock, a drain): an object of a desired name that the collection does not own
         # fails the run now, on the state just read, so a refused run writes nothing at all.
         engine.guard(state)
+        return prepared
+
+    def take_lock(self, prepared: "Prepared") -> None:
+        """Hold the run lock (kube/lease.py) and re-check the state under it."""
         if self.run_lock.take():
-            engine.confirm_lock = self.run_lock.confirm  # before each apply tier and before prune (kube/lease.py)
-            state = self.recheck(engine, state, desired, scope, also)
-        desired, state = self.with_credential(engine, model, platform, limit, desired, state, scope, also)
+            prepared.engine.confirm_lock = self.run_lock.confirm  # before each apply tier and before prune
+            prepared.state = self.recheck(prepared.engine, prepared.state, prepared.desired, prepared.scope,
+                                          prepared.also)
+
+    def write(self, prepared: "Prepared") -> t.Dict[str, t.Any]:
+        """The writes of a prepared run (under the lock when it holds one) and its result."""
+        p = self.params
+        nodes, model, platform, engine = prepared.nodes, prepared.model, prepared.platform, prepared.engine
+        kueue_version, scope, also = prepared.kueue_version, prepared.scope, prepared.also
+        kueue_av = "kueue.x-k8s.io/%s" % kueue_version
+        limit = p.get("limit_tenants")
+        prune = bool(p.get("prune"))
+        declared = {x.name for x in model.tenants}
+        present = {x.name for x in model.present_tenants}
+        desired, state = self.with_credential(engine, model, platform, limit, prepared.desired, prepared.state,
+                                              scope, also)
         live_cqs = [cq for cq in state.of_kind("ClusterQueue") if owned_by_tenants(cq)]
 
         live_tenant_names = {tenant_of(cq) for cq in live_cqs} - {None}
@@ -583,4 +626,6 @@ TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
     allow_empty=dict(type="bool", default=False),
     **RUN_LOCK_ARGUMENT_SPEC,
     adopt=dict(type="list", elements="str", default=[]),
+    # gpuaas_clusters: a MultiKueue fleet (reconcile/fleet_runner.py); its credentials are registered by entry.py
+    clusters=dict(type="dict", no_log=False),
 )

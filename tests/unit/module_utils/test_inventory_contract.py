@@ -14,7 +14,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory import model
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory import clusters, model
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -38,6 +38,10 @@ CONTRACT = {
     ("gpuaas_openshift_ai",): model.OPENSHIFT_AI_KEYS,
     ("gpuaas_openshift_ai", "cpu"): model.COUNT_KEYS,
     ("gpuaas_openshift_ai", "memory"): model.COUNT_KEYS,
+    ("gpuaas_clusters",): clusters.CLUSTERS_KEYS,
+    ("gpuaas_clusters", "manager"): clusters.MANAGER_KEYS,
+    ("gpuaas_clusters", "workers"): clusters.WORKER_KEYS,
+    ("gpuaas_clusters", "workers", "flavors"): clusters.WORKER_FLAVOR_KEYS,
 }
 
 

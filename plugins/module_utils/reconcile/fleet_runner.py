@@ -1,0 +1,351 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The fleet run (module gpuaas.platform.tenants with option ``clusters``, docs/multicluster.md): the tenants run of
+every cluster of a MultiKueue fleet, validated everywhere before it writes anywhere.
+
+  options --parse once--> TenantModel with its Fleet (inventory/clusters.py: every problem at once)
+      --> reach every cluster (a short probe; every unreachable cluster named at once, nothing written)
+      --> prepare each cluster (TenancyRunner.prepare: build its objects — manifests/multikueue.py —, read them,
+          safe mode, ownership guard; every cluster's problems at once, nothing written)
+      --> the run lock on every cluster, manager first then the workers in inventory order (one order for every
+          run, so two fleet runs cannot deadlock; a single-cluster tenants run holds the same Lease there)
+      --> write each worker (tenancy at the worker's share, MultiKueue's least-privilege identity; drain and
+          offboarding as for one cluster), read its ServiceAccount token
+      --> write the manager (tenancy with the MultiKueue check, AdmissionCheck, MultiKueueConfig, MultiKueueCluster,
+          each worker's kubeconfig Secret built from its token) --> release every lock
+
+Check mode: every cluster gets server-side dry runs; the kubeconfig Secrets are built from the tokens already on the
+workers (a stand-in when a worker has none yet: its ServiceAccount is created by this run).
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+import typing as t
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import Cluster, TenantModel, Worker
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.auth import build_configuration
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
+    ApiException,
+    KubeClient,
+    translate_api_exception,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.retries import RetryPolicy
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import multikueue
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import redact_secret_data
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import inventory_from_params
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import Prepared, TenancyRunner
+
+Obj = t.Dict[str, t.Any]
+
+# The reachability probe before anything else: two attempts within 5 s, so an unreachable worker costs seconds, not
+# the 30 s retry budget of every request (kube/retries.py), before the run names it.
+PROBE_RETRY = RetryPolicy(attempts=2, base=0.5, budget=5.0)
+PROBE_TIMEOUT = 5.0
+# What stands in for a worker's token until its ServiceAccount has one (check mode of a first run); base64, so a dry
+# run accepts the Secret, and never a usable credential.
+TOKEN_STAND_IN = "token-not-issued-yet"
+# How long a run waits for the token controller to fill in a new ServiceAccount token Secret.
+TOKEN_TIMEOUT = 60.0
+
+
+def cluster_client(cluster: Cluster) -> KubeClient:
+    """A client for exactly the cluster's ``auth`` (validated by inventory/clusters.py): no K8S_AUTH_* environment
+    fallback, which would point every cluster of the fleet at the one cluster of the automation's credential."""
+    auth = dict(cluster.auth)
+    return KubeClient(build_configuration(dict(auth)), auth)
+
+
+class ClusterRun(TenancyRunner):
+    """The tenants run of one cluster of the fleet: the fleet's model, this cluster's objects."""
+
+    def __init__(self, cluster: Cluster, fleet_model: TenantModel, client: t.Any, params: t.Mapping[str, t.Any],
+                 check_mode: bool = False, diff: bool = False, sleep: t.Callable[[float], None] = time.sleep,
+                 clock: t.Callable[[], float] = time.monotonic) -> None:
+        super().__init__(client, params, check_mode, diff, sleep=sleep, clock=clock)
+        self.run_lock.client = client
+        self.cluster = cluster
+        self.fleet_model = fleet_model
+        self.is_worker = isinstance(cluster, Worker)
+        # the frameworks the MANAGER's Kueue integrates: MultiKueue watches each on every worker (set by FleetRunner)
+        self.frameworks: t.Sequence[str] = multikueue.MULTIKUEUE_FRAMEWORKS
+        self.kubeconfigs: t.Dict[str, t.Dict[str, t.Any]] = {}
+
+    def nodes(self) -> None:
+        """No node LIST: a fleet's capacity is declared per worker in gpuaas_clusters (checked by the parser)."""
+        return None
+
+    def model(self, nodes: t.Optional[t.List[Obj]]) -> TenantModel:
+        """The fleet's model, parsed once by FleetRunner; on a worker each tenant's quotas are its share there."""
+        if self.is_worker:
+            return multikueue.worker_model(self.fleet_model, t.cast(Worker, self.cluster))
+        return self.fleet_model
+
+    def desired_objects(self, model: TenantModel, platform: str, token: t.Optional[str], ca_data: t.Optional[str],
+                        limit: t.Optional[t.Sequence[str]] = None) -> t.List[Obj]:
+        """The cluster's objects (manifests/multikueue.py); with limit_tenants only the limited tenants' (shared
+        objects — the MultiKueue configuration, the workers' identity — are neither applied nor pruned then)."""
+        options = dict(prometheus_token=token, prometheus_ca=ca_data, keda_namespace=self.keda_namespace(platform),
+                       admission=self.admission_settings(platform, model))
+        if self.is_worker:
+            desired = multikueue.worker_objects(self.fleet_model, t.cast(Worker, self.cluster), self.frameworks,
+                                                platform, **options)
+        else:
+            stand_ins = {w.name: self.kubeconfigs.get(w.name) or stand_in_kubeconfig(w)
+                         for w in self.fleet_model.fleet.workers} if self.fleet_model.fleet else {}
+            desired = multikueue.manager_objects(model, stand_ins, platform, **options)
+        if limit is not None:
+            desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
+        return desired
+
+    def fill_kubeconfigs(self, prepared: Prepared, kubeconfigs: t.Mapping[str, t.Mapping[str, t.Any]]) -> None:
+        """The manager's kubeconfig Secrets, built before the workers were written, get the workers' tokens (in the
+        desired objects and in the state's prepared copies, as with_credential fills the Prometheus credential)."""
+        fleet = self.fleet_model.fleet
+        assert fleet is not None
+        namespace = fleet.manager.kueue_namespace
+        for worker in fleet.workers:
+            if worker.name not in kubeconfigs:
+                continue
+            data = multikueue.kubeconfig_secret(worker, namespace, kubeconfigs[worker.name])["data"]
+            name = multikueue.kubeconfig_secret_name(worker)
+            for obj in prepared.desired + [d.obj for d in prepared.state.prepared]:
+                if obj["kind"] == "Secret" and obj["metadata"]["name"] == name \
+                        and obj["metadata"].get("namespace") == namespace:
+                    obj["data"] = dict(data)
+
+
+def stand_in_kubeconfig(worker: Worker) -> t.Dict[str, t.Any]:
+    """A kubeconfig of the right shape without a credential (replaced before anything is written)."""
+    server = worker.api_server or "https://stand-in.invalid"
+    ca = base64.b64encode(b"stand-in").decode()
+    return multikueue.worker_kubeconfig(worker, server, ca, TOKEN_STAND_IN)
+
+
+class FleetRunner:
+    """One fleet run (see the module docstring); ``clients`` maps cluster names to clients (tests pass fakes)."""
+
+    # entry.run_module builds no client from the module's connection options: each cluster has its own
+    connects_per_cluster = True
+
+    def __init__(self, client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool = False, diff: bool = False,
+                 sleep: t.Callable[[float], None] = time.sleep, clock: t.Callable[[], float] = time.monotonic,
+                 clients: t.Optional[t.Mapping[str, t.Any]] = None) -> None:
+        self.client = client  # unused: every cluster has its own connection options (entry.run_module sets it)
+        self.params = params
+        self.check_mode = check_mode
+        self.diff = diff
+        self.sleep = sleep
+        self.clock = clock
+        self.clients = dict(clients or {})
+        self.warnings: t.List[str] = []
+        self.secret_sink: t.Callable[[str], None] = lambda _value: None
+        self.runs: t.List[ClusterRun] = []
+
+    # -- inputs -----------------------------------------------------------------------------------------
+    def model(self) -> TenantModel:
+        """The inventory with gpuaas_clusters, parsed once (every problem at once, before any cluster is read)."""
+        inventory = inventory_from_params(self.params)
+        inventory["gpuaas_clusters"] = self.params.get("clusters")
+        model = TenantModel.from_inventory(inventory)
+        self.warnings.extend(model.warnings)
+        limit = self.params.get("limit_tenants")
+        unknown = [n for n in limit or [] if model.tenant(n) is None]
+        if unknown:
+            raise GpuaasError("limit_tenants names %s, which the tenants list does not define" % ", ".join(unknown),
+                              hint="pass the tenant (with state present or absent) in tenants as well")
+        return model
+
+    def client_of(self, cluster: Cluster) -> t.Any:
+        if cluster.name not in self.clients:
+            self.clients[cluster.name] = cluster_client(cluster)
+        return self.clients[cluster.name]
+
+    def unreachable(self, clusters: t.Sequence[Cluster]) -> t.List[str]:
+        """A short probe of every cluster (GET /version): the clusters it could not reach, each with why."""
+        problems = []
+        for cluster in clusters:
+            role = "worker" if isinstance(cluster, Worker) else "manager"
+            try:
+                client = self.client_of(cluster)
+                retry = getattr(client, "retry", None)
+                if retry is not None:
+                    client.retry = PROBE_RETRY
+                try:
+                    client.request("GET", "/version", timeout=PROBE_TIMEOUT)
+                finally:
+                    if retry is not None:
+                        client.retry = retry
+                        client.unreachable = None
+            except ApiException as exc:
+                err = translate_api_exception(exc, "reach", "the API server")
+                problems.append("%s %r: %s" % (role, cluster.name, err.message))
+            except GpuaasError as err:
+                problems.append("%s %r: %s" % (role, cluster.name, err.message))
+            except Exception as exc:  # pylint: disable=broad-except  # a kubeconfig that cannot be loaded, TLS …
+                problems.append("%s %r: %s: %s" % (role, cluster.name, type(exc).__name__, exc))
+        return problems
+
+    # -- the run ----------------------------------------------------------------------------------------
+    def run(self) -> t.Dict[str, t.Any]:
+        try:
+            return self._run()
+        finally:
+            for run in reversed(self.runs):
+                run.run_lock.release()
+                self.warnings.extend(w for w in run.warnings if w not in self.warnings)
+
+    def _run(self) -> t.Dict[str, t.Any]:
+        model = self.model()
+        fleet = model.fleet
+        if fleet is None:
+            raise GpuaasError("clusters is empty: a fleet run needs gpuaas_clusters (a manager and its workers)",
+                              hint="declare gpuaas_clusters (docs/multicluster.md), or leave clusters unset for a "
+                                   "single-cluster run")
+        clusters: t.List[Cluster] = [fleet.manager] + list(fleet.workers)
+        problems = self.unreachable(clusters)
+        if problems:
+            raise GpuaasError(
+                "%d cluster%s of the fleet cannot be reached; nothing was written on any cluster"
+                % (len(problems), "" if len(problems) == 1 else "s"),
+                hint="check the cluster's gpuaas_clusters auth (kubeconfig, context, host, credentials) and that its "
+                     "API server is up, then run again; to leave a worker out, remove it from gpuaas_clusters.workers "
+                     "(its MultiKueueCluster goes, the manager dispatches to the others)",
+                problems=problems, details={"reason": "ClusterUnreachable"})
+
+        manager = ClusterRun(fleet.manager, model, self.client_of(fleet.manager), self.params, self.check_mode,
+                             self.diff, self.sleep, self.clock)
+        workers = [ClusterRun(w, model, self.client_of(w), self.params, self.check_mode, self.diff, self.sleep,
+                              self.clock) for w in fleet.workers]
+        for run in [manager] + workers:
+            run.secret_sink = self.secret_sink
+        self.runs = [manager] + workers
+
+        # Before the first write on any cluster: every cluster prepared (read, guarded), every problem at once.
+        prepared: t.Dict[str, Prepared] = {}
+        failures: t.List[str] = []
+        try:
+            frameworks = manager.admission_settings(manager.platform(), model).kueue_frameworks
+        except GpuaasError as err:
+            raise GpuaasError("manager %r: %s; nothing was written on any cluster" % (fleet.manager.name, err.message),
+                              hint=err.hint, problems=err.problems, details=err.details)
+        for run in workers:
+            run.frameworks = [f for f in multikueue.MULTIKUEUE_FRAMEWORKS if frameworks is None or f in frameworks]
+        manager.kubeconfigs = self.existing_kubeconfigs(workers)
+        for run in [manager] + workers:
+            try:
+                prepared[run.cluster.name] = run.prepare()
+            except GpuaasError as err:
+                failures.append("%s %r: %s%s" % ("worker" if run.is_worker else "manager", run.cluster.name,
+                                                 err.message, (" (%s)" % err.hint) if err.hint else ""))
+                failures.extend("  %s" % p for p in err.problems or [])
+        if failures:
+            raise GpuaasError("the fleet run stopped before writing on any cluster: %s" % failures[0].split(":")[0]
+                              + (" and others" if len(failures) > 1 else "") + " refused it",
+                              hint="fix what each line says (the cluster is named first) and run again",
+                              problems=failures, details={"reason": "FleetNotReady"})
+        early = [name for name, prep in prepared.items() if prep.result is not None]
+        if early:
+            # an empty tenant list in safe mode writes nothing, on every cluster alike
+            return self.result(model, {name: prepared[name].result or {} for name in prepared})
+
+        for run in [manager] + workers:
+            try:
+                run.take_lock(prepared[run.cluster.name])
+            except GpuaasError as err:
+                # the locks taken so far are released (run()); no object was written on any cluster
+                raise GpuaasError("%s %r: %s; nothing was written on any cluster"
+                                  % ("worker" if run.is_worker else "manager", run.cluster.name,
+                                     err.message.rstrip(".")),
+                                  hint=err.hint, problems=err.problems, details=err.details)
+        results: t.Dict[str, t.Dict[str, t.Any]] = {}
+        kubeconfigs = dict(manager.kubeconfigs)
+        for run in workers:
+            results[run.cluster.name] = run.write(prepared[run.cluster.name])
+            if not self.check_mode and self.params.get("limit_tenants") is None:
+                kubeconfigs[run.cluster.name] = self.kubeconfig(run, wait=True)
+        manager.fill_kubeconfigs(prepared[fleet.manager.name], kubeconfigs)
+        results[fleet.manager.name] = manager.write(prepared[fleet.manager.name])
+        return self.result(model, results)
+
+    def existing_kubeconfigs(self, workers: t.Sequence[ClusterRun]) -> t.Dict[str, t.Dict[str, t.Any]]:
+        """The kubeconfig of every worker whose token exists already (a stand-in for the others until written)."""
+        out = {}
+        for run in workers:
+            kubeconfig = self.kubeconfig(run, wait=False)
+            if kubeconfig is not None:
+                out[run.cluster.name] = kubeconfig
+        return out
+
+    def kubeconfig(self, run: ClusterRun, wait: bool) -> t.Optional[t.Dict[str, t.Any]]:
+        """The kubeconfig MultiKueue uses for ``run``'s worker, from its ServiceAccount token Secret (registered as a
+        secret the moment it is read); None when there is none (yet) and ``wait`` is false."""
+        worker = t.cast(Worker, run.cluster)
+        deadline = self.clock() + TOKEN_TIMEOUT
+        while True:
+            try:
+                secrets = run.client.resource("v1", "Secret")
+                secret = secrets.get(multikueue.WORKER_TOKEN_SECRET, worker.kueue_namespace)
+            except ApiException as exc:
+                raise translate_api_exception(exc, "read", "the MultiKueue token Secret on worker %r" % worker.name)
+            data = (secret or {}).get("data") or {}
+            if data.get("token") and data.get("ca.crt"):
+                token = base64.b64decode(data["token"]).decode()
+                self.secret_sink(token)
+                self.secret_sink(data["token"])
+                server = worker.api_server or run.client.host
+                return multikueue.worker_kubeconfig(worker, server, data["ca.crt"], token)
+            if not wait:
+                return None
+            if self.clock() >= deadline:
+                raise GpuaasError(
+                    "worker %r: the token Secret %s/%s has no token after %ds; the workers are written, the manager "
+                    "is not" % (worker.name, worker.kueue_namespace, multikueue.WORKER_TOKEN_SECRET, TOKEN_TIMEOUT),
+                    hint="the worker's token controller (kube-controller-manager) fills it in; check that it runs, "
+                         "then run again (it converges)")
+            self.sleep(0.5)
+
+    # -- the result -------------------------------------------------------------------------------------
+    def result(self, model: TenantModel, results: t.Mapping[str, t.Mapping[str, t.Any]]) -> t.Dict[str, t.Any]:
+        """Per cluster (``clusters``) and summed: object references carry the cluster they are on."""
+        out: t.Dict[str, t.Any] = {
+            "changed": any(r.get("changed") for r in results.values()),
+            "summary": {k: sum((r.get("summary") or {}).get(k, 0) for r in results.values())
+                        for k in ("created", "updated", "unchanged", "deleted")},
+            "clusters": {}, "created": [], "updated": [], "deleted": [], "adopted": [],
+            "adopted_namespace_workloads": [], "recreated_local_queues": [], "kept_namespaces": [],
+            "offboarded": sorted({x for r in results.values() for x in r.get("offboarded") or []}),
+            "tenants": {x.name: list(x.namespaces) for x in model.present_tenants
+                        if self.params.get("limit_tenants") is None or x.name in self.params["limit_tenants"]},
+            "objects": sum(int(r.get("objects") or 0) for r in results.values()),
+            "requests": {},
+        }
+        diffs: t.List[t.Dict[str, t.Any]] = []
+        for name, res in results.items():
+            for key in ("created", "updated", "deleted", "adopted", "adopted_namespace_workloads"):
+                out[key].extend(dict(ref, cluster=name) for ref in res.get(key) or [])
+            for key in ("recreated_local_queues", "kept_namespaces"):
+                out[key].extend("%s:%s" % (name, x) for x in res.get(key) or [])
+            for verb, count in (res.get("requests") or {}).items():
+                out["requests"][verb] = out["requests"].get(verb, 0) + count
+            for entry in res.get("diff") or []:
+                entry = dict(entry)
+                for header in ("before_header", "after_header"):
+                    if header in entry:
+                        entry[header] = "%s: %s" % (name, entry[header])
+                diffs.append(entry)
+            out["clusters"][name] = {k: v for k, v in res.items() if k != "diff"}
+        manager = results.get(model.fleet.manager.name, {}) if model.fleet else {}
+        out["api_versions"] = dict(manager.get("api_versions") or {})
+        no_drift = {"prune": bool(self.params.get("prune")), "unmanaged_tenants": [], "skipped_writes": True,
+                    "unmanaged_objects": []}
+        out["drift"] = manager.get("drift") or no_drift
+        if self.diff:
+            redact_secret_data(diffs)
+            out["diff"] = diffs
+        return out

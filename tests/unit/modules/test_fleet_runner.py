@@ -1,0 +1,172 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet run (tenants module with option clusters, issue 27) on one fake API server per cluster: every cluster is
+reached and prepared before the first write on any of them; a converged fleet is a no-op; offboarding removes the
+tenant's share on every worker. The real MultiKueue connection is proven on the lab (tests/integration)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.retries import ApiUnreachable
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import fleet_secrets
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.fleet_runner import FleetRunner
+
+import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path)
+from test_tenants import FakeClient, FakeResource  # noqa: E402
+
+test_tenants.NAMESPACED.update({"ServiceAccount": True, "AdmissionCheck": False, "MultiKueueConfig": False,
+                                "MultiKueueCluster": False})
+TOKEN = "worker-sa-token-value"
+CA = base64.b64encode(b"worker-ca").decode()
+
+
+class TokenResource(FakeResource):
+    """The worker's token controller: a service-account-token Secret gets its token when it is written."""
+
+    def apply(self, body, field_manager, force=False, dry_run=False):
+        out = super().apply(body, field_manager, force, dry_run)
+        if not dry_run and body.get("type") == "kubernetes.io/service-account-token":
+            key = self._key(body["metadata"]["name"], body["metadata"].get("namespace"))
+            self.api.objects[key]["data"] = {"token": base64.b64encode(TOKEN.encode()).decode(), "ca.crt": CA}
+        return out
+
+
+class Cluster(FakeClient):
+    host = "https://fake.example:6443"
+
+    def __init__(self, reachable=True):
+        super().__init__()
+        self.reachable = reachable
+
+    def request(self, method, path, query=None, body=None, content_type=None, timeout=None):
+        self.calls.append(("request", path))
+        if not self.reachable:
+            raise ApiUnreachable("cannot reach the API server at %s" % self.host)
+        return {"gitVersion": "v1.35.0"}
+
+    def resource(self, api_version, kind):
+        test_tenants.FakeClient.resource(self, api_version, kind)  # served?
+        return TokenResource(self, api_version, kind)
+
+
+def fleet_params(**extra):
+    out = {"flavors": [{"name": "a100", "node_labels": {"gpu": "a100"}}], "cohorts": [], "priorities": [],
+           "tenants": [{"name": "vision", "namespaces": ["vision"],
+                        "quotas": [{"flavor": "a100", "resources": {"nvidia.com/gpu": 12}}]}],
+           "prometheus": None, "allow_overcommit": False, "check_capacity": True, "delete_namespaces": False,
+           "drain_timeout": 30, "limit_tenants": None, "platform": "kubernetes", "keda_namespace": "keda",
+           "concurrency": 4, "kueue_frameworks": ["batch/job"],
+           "clusters": {"manager": {"name": "hub", "auth": {"kubeconfig": "/k", "context": "hub"}},
+                        "workers": [{"name": "east", "api_server": "https://east.example:6443",
+                                     "auth": {"kubeconfig": "/k", "context": "east"},
+                                     "flavors": [{"name": "a100", "capacity": {"nvidia.com/gpu": 16}}]},
+                                    {"name": "west", "api_server": "https://west.example:6443",
+                                     "auth": {"host": "https://west.example:6443", "api_key": "west-secret-key"},
+                                     "flavors": [{"name": "a100", "capacity": {"nvidia.com/gpu": 8}}]}]}}
+    out.update(extra)
+    return out
+
+
+@pytest.fixture(name="fleet")
+def _fleet():
+    return {"hub": Cluster(), "east": Cluster(), "west": Cluster()}
+
+
+def run(fleet, p, check=False, diff=False):
+    return FleetRunner(None, p, check_mode=check, diff=diff, sleep=lambda s: None, clock=lambda: 0.0,
+                       clients=fleet).run()
+
+
+def quota(cluster, name="vision"):
+    cq = cluster.objects[("ClusterQueue", None, name)]
+    return cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"], cq["spec"]
+
+
+def test_one_run_converges_the_manager_and_every_worker_then_changes_nothing(fleet):
+    first = run(fleet, fleet_params())
+    assert first["changed"] is True and set(first["clusters"]) == {"hub", "east", "west"}
+    # the tenant's quota of 12 GPUs: all of it on the manager with the MultiKueue check, 16:8 on the workers
+    nominal, spec = quota(fleet["hub"])
+    assert nominal == "12" and spec["admissionChecksStrategy"]["admissionChecks"] == [{"name": "gpuaas-multikueue"}]
+    assert (quota(fleet["east"])[0], quota(fleet["west"])[0]) == ("8", "4")
+    assert "admissionChecksStrategy" not in quota(fleet["east"])[1]
+    # the manager's kubeconfig of each worker carries that worker's token (read after the worker was written)
+    secret = fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-east")]
+    assert TOKEN in base64.b64decode(secret["data"]["kubeconfig"]).decode()
+    assert ("MultiKueueCluster", None, "west") in fleet["hub"].objects
+    # the MultiKueue writer binding in a tenant namespace belongs to the tenant (pruned with it)
+    binding = fleet["east"].objects[("RoleBinding", "vision", "gpuaas-multikueue-reader".replace("reader", "writer"))]
+    assert binding["metadata"]["labels"]["gpuaas.io/tenant"] == "vision"
+
+    for cluster in fleet.values():
+        cluster.calls.clear()
+    assert run(fleet, fleet_params(), check=True)["changed"] is False
+    second = run(fleet, fleet_params())
+    assert second["changed"] is False and second["summary"]["created"] == second["summary"]["updated"] == 0
+    assert not [w for c in fleet.values() for w in c.writes()]
+
+
+def test_check_mode_writes_nothing_anywhere_and_diffs_name_the_cluster(fleet):
+    result = run(fleet, fleet_params(), check=True, diff=True)
+    assert result["changed"] is True
+    assert not [c for cluster in fleet.values() for c in cluster.calls if c[0] in ("apply", "delete", "lock-create")]
+    assert {d["after_header"].split(":")[0] for d in result["diff"]} == {"hub", "east", "west"}
+    assert {r["cluster"] for r in result["created"]} == {"hub", "east", "west"}
+
+
+def test_an_unreachable_worker_stops_the_run_before_any_write_and_is_named(fleet):
+    fleet["west"].reachable = False
+    with pytest.raises(GpuaasError) as err:
+        run(fleet, fleet_params())
+    assert "nothing was written on any cluster" in err.value.message
+    assert len(err.value.problems) == 1 and err.value.problems[0].startswith("worker 'west'"), err.value.problems
+    assert "gpuaas_clusters" in err.value.hint
+    assert not [c for cluster in fleet.values() for c in cluster.calls if c[0] != "request"]
+
+
+def test_a_refusal_on_one_worker_stops_the_run_before_any_write_on_the_others(fleet):
+    # a hand-made ClusterQueue of the tenant's name on east: the ownership guard refuses east
+    fleet["east"].objects[("ClusterQueue", None, "vision")] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "vision"}, "spec": {}}
+    with pytest.raises(GpuaasError) as err:
+        run(fleet, fleet_params())
+    assert "before writing on any cluster" in err.value.message
+    assert any(p.startswith("worker 'east'") for p in err.value.problems), err.value.problems
+    assert not [w for c in fleet.values() for w in c.writes()]
+    assert not [c for cluster in fleet.values() for c in cluster.calls if c[0].startswith("lock")]
+
+
+def test_offboarding_removes_the_tenant_share_on_every_worker(fleet):
+    run(fleet, fleet_params())
+    gone = fleet_params(tenants=[{"name": "vision", "state": "absent"}], limit_tenants=["vision"])
+    result = run(fleet, gone)
+    assert result["offboarded"] == ["vision"]
+    for name, cluster in fleet.items():
+        assert ("ClusterQueue", None, "vision") not in cluster.objects, name
+        assert ("LocalQueue", "vision", "default") not in cluster.objects, name
+    assert ("RoleBinding", "vision", "gpuaas-multikueue-writer") not in fleet["east"].objects
+    # the fleet's shared objects stay (a limited run neither applies nor prunes them)
+    assert ("MultiKueueCluster", None, "east") in fleet["hub"].objects
+
+
+def test_a_busy_worker_queue_refuses_the_offboarding_with_nothing_deleted(fleet):
+    run(fleet, fleet_params())
+    fleet["west"].objects[("ClusterQueue", None, "vision")]["status"] = {"admittedWorkloads": 1}
+    gone = fleet_params(tenants=[{"name": "vision", "state": "absent"}], limit_tenants=["vision"], drain_timeout=0)
+    with pytest.raises(GpuaasError) as err:
+        run(fleet, gone)
+    assert "still hold" in err.value.message
+    assert ("ClusterQueue", None, "vision") in fleet["west"].objects
+    assert ("ClusterQueue", None, "vision") in fleet["hub"].objects  # the manager is written after the workers
+
+
+def test_every_fleet_credential_is_registered_as_a_secret():
+    clusters = fleet_params()["clusters"]
+    clusters["manager"]["auth"] = {"kubeconfig": {"users": [{"name": "u", "user": {"token": "inline-token"}}]}}
+    secrets = fleet_secrets(clusters)
+    assert "west-secret-key" in secrets and "inline-token" in secrets
+    assert "/k" not in secrets and "east" not in secrets
