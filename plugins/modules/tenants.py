@@ -363,7 +363,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_
 
 
 def main() -> None:
-    run_module(TENANTS_ARGUMENT_SPEC, lambda module: TenancyRunner(None, module.params, module.check_mode, module._diff))
+    run_module(TENANTS_ARGUMENT_SPEC, lambda module, client: TenancyRunner(client, module.params, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

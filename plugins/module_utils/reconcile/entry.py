@@ -37,22 +37,25 @@ def redact_secret_data(diffs: t.Optional[t.List[t.Dict[str, t.Any]]]) -> None:
                         obj[key] = {k: REDACTED for k in obj[key]}
 
 
-def run_module(argument_spec: t.Mapping[str, t.Any], make_runner: t.Callable[[t.Any], t.Any]) -> None:
-    """main() of an inventory-wide module: build the module and its runner, run it, report warnings and the result.
+def run_module(argument_spec: t.Mapping[str, t.Any], make_runner: t.Callable[[t.Any, t.Any], t.Any]) -> None:
+    """main() of an inventory-wide module: build the module, its client and its runner, run it, report warnings and
+    the result.
 
-    ``make_runner(module)`` returns an object with ``client``, ``warnings``, ``secret_sink`` and ``run()``.
+    The client is made here, once, before the runner: ``make_runner(module, client)`` returns an object built with
+    that client (its run lock uses the same one) with ``warnings``, ``secret_sink`` and ``run()``.
     """
     module = InventoryModule(argument_spec=argument_spec, supports_check_mode=True)  # registers every secret
-    runner = make_runner(module)
-    runner.secret_sink = module.register_secret  # a token read later (a Secret): as given, stripped, base64
+    warnings: t.List[str] = []
     try:
-        runner.client = get_client(module)
+        runner = make_runner(module, get_client(module))
+        warnings = runner.warnings
+        runner.secret_sink = module.register_secret  # a token read later (a Secret): as given, stripped, base64
         result = runner.run()
     except GpuaasError as err:
-        for warning in runner.warnings:
+        for warning in warnings:
             module.warn(warning)
         fail_module(module, err, changed=False)
         return
-    for warning in runner.warnings:
+    for warning in warnings:
         module.warn(warning)
     module.exit_json(**result)

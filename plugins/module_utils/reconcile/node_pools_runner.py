@@ -73,7 +73,6 @@ class NodePoolsRunner:
                                    "node labels (MachineSet spec.template.spec.metadata.labels)", problems=problems)
 
     def run(self) -> t.Dict[str, t.Any]:
-        self.run_lock.client = self.client  # the module gives the client after construction (entry.run_module)
         try:
             return self._run()
         finally:

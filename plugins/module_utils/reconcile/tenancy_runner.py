@@ -239,7 +239,6 @@ class TenancyRunner:
 
     # -- the run --------------------------------------------------------------------------------------
     def run(self) -> t.Dict[str, t.Any]:
-        self.run_lock.client = self.client  # the module gives the client after construction (entry.run_module)
         try:
             return self._run()
         except ApiUnreachable as err:
