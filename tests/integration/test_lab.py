@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 import uuid
 
 import pytest
-from conftest import wait_until as _wait_until
+from conftest import promql, wait_until as _wait_until
 
 PREFIX = "itlab-"
 
@@ -20,14 +18,6 @@ def kubectl(lab, *args: str, context: str | None = None, check: bool = True) -> 
     if context:
         cmd += ["--context", context]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, check=check, timeout=120)
-
-
-def promql(lab, query: str) -> list[dict]:
-    url = "%s/api/v1/query?%s" % (lab.prometheus_url, urllib.parse.urlencode({"query": query}))
-    with urllib.request.urlopen(url, timeout=10) as r:
-        body = json.load(r)
-    assert body["status"] == "success", body
-    return body["data"]["result"]
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 1.0):
