@@ -282,6 +282,27 @@ def variant_run_playbook(variant_lab: Lab):
     return _playbook_runner(variant_lab)
 
 
+def audit_events_after(audit_log: str, offset: int) -> list[dict[str, Any]]:
+    """Every event the API server wrote to ``audit_log`` after byte ``offset`` (a line that is not JSON is skipped).
+    The one reader of the lab's audit log: ``from conftest import audit_events_after``."""
+    # the apiserver writes the audit log in blocking mode, but give a slow machine a moment
+    time.sleep(0.5)
+    events = []
+    with open(audit_log, encoding="utf-8") as f:
+        f.seek(offset)
+        for line in f:
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+    return events
+
+
+def completed_write(event: dict[str, Any]) -> bool:
+    """A write request (WRITE_VERBS) as it completed (an event logged without a stage counts as completed)."""
+    return event.get("verb") in WRITE_VERBS and event.get("stage") in (None, "ResponseComplete")
+
+
 class AuditWindow:
     def __init__(self, audit_log: str):
         self.audit_log = audit_log
@@ -294,24 +315,16 @@ class AuditWindow:
         return self
 
     def __exit__(self, *exc) -> None:
-        # the apiserver writes the audit log in blocking mode, but give a slow machine a moment
-        time.sleep(0.5)
-        with open(self.audit_log, encoding="utf-8") as f:
-            f.seek(self.offset)
-            for line in f:
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue
-                if ev.get("verb") not in WRITE_VERBS:
-                    continue
-                user = ev.get("user", {}).get("username", "")
-                if user.startswith(LAB_USERS_PREFIXES):
-                    continue
-                if "dryRun=All" in ev.get("requestURI", ""):
-                    self.dry_run_events.append(ev)
-                else:
-                    self.events.append(ev)
+        for ev in audit_events_after(self.audit_log, self.offset):
+            if ev.get("verb") not in WRITE_VERBS:
+                continue
+            user = ev.get("user", {}).get("username", "")
+            if user.startswith(LAB_USERS_PREFIXES):
+                continue
+            if "dryRun=All" in ev.get("requestURI", ""):
+                self.dry_run_events.append(ev)
+            else:
+                self.events.append(ev)
 
     def describe(self) -> str:
         lines = ["%s %s by %s -> %s" % (e["verb"], e["requestURI"], e["user"].get("username"),

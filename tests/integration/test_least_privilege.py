@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from conftest import audit_events_after, completed_write
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = REPO / "playbooks"
@@ -28,7 +28,6 @@ VALIDATE_SA = "gpuaas-lp-validate"
 KEDA_NAMESPACE = "gpuaas-lp-keda"
 TENANT = "lp-team"
 TENANT_NS = "lp-team-work"
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 
 
 def kubectl(lab, *args: str, check: bool = False, token: str | None = None) -> subprocess.CompletedProcess:
@@ -76,21 +75,12 @@ class AuditByUser:
         return self
 
     def __exit__(self, *exc) -> None:
-        time.sleep(0.5)
-        with open(self.path, encoding="utf-8") as handle:
-            handle.seek(self.offset)
-            for line in handle:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if event.get("verb") not in WRITE_VERBS or event.get("stage") not in (None, "ResponseComplete"):
-                    continue
-                if "dryRun=All" in event.get("requestURI", ""):
-                    continue
-                user = event.get("user", {}).get("username", "")
-                self.writes.setdefault(user, []).append("%s %s -> %s" % (
-                    event["verb"], event["requestURI"], event.get("responseStatus", {}).get("code")))
+        for event in audit_events_after(self.path, self.offset):
+            if not completed_write(event) or "dryRun=All" in event.get("requestURI", ""):
+                continue
+            user = event.get("user", {}).get("username", "")
+            self.writes.setdefault(user, []).append("%s %s -> %s" % (
+                event["verb"], event["requestURI"], event.get("responseStatus", {}).get("code")))
 
 
 def sa_user(name: str) -> str:

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from test_lab import wait_until  # noqa: F401  pylint: disable=import-error
-from conftest import local_play, promql  # noqa: F401  pylint: disable=import-error
+from conftest import local_play, promql
 
 NS = "itpq-%s" % uuid.uuid4().hex[:5]
 

@@ -29,7 +29,7 @@ import yaml
 
 from test_lab import wait_until  # noqa: F401  pylint: disable=import-error
 from test_fair_sharing_scenarios import require_kueue  # noqa: F401  pylint: disable=import-error
-from conftest import local_play, promql  # noqa: F401  pylint: disable=import-error
+from conftest import local_play, promql
 
 REPO = Path(__file__).resolve().parents[2]
 ID = uuid.uuid4().hex[:4]

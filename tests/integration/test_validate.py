@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from test_lab import wait_until  # noqa: F401  pylint: disable=import-error
-from conftest import local_play, promql  # noqa: F401  pylint: disable=import-error
+from conftest import local_play, promql
 
 REPO = Path(__file__).resolve().parents[2]
 ID = uuid.uuid4().hex[:5]
