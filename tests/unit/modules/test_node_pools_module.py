@@ -7,14 +7,11 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile import entry
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_runner import NodePoolsRunner
-from ansible_collections.gpuaas.platform.plugins.modules import node_pools as node_pools_module
 
 import fake_kube  # noqa: E402  (tests/unit/modules/fake_kube.py, on sys.path through conftest)
 from fake_kube import FakeKube
 from module_utils.fake_kube import api_exception  # noqa: E402  (the shared fake, on sys.path through fake_kube)
-from test_kueue_modules import run as run_module_main  # noqa: E402  (the module harness of the Kueue module tests)
 
 fake_kube.NAMESPACED.add("MachineSet")
 MS_V = "machine.openshift.io/v1beta1"
@@ -174,18 +171,6 @@ def test_pools_run_without_lock_rights_says_so():
     out = runner.run()
     assert "lock" not in out and out["changed"]
     assert any("could not be taken (forbidden)" in w for w in runner.warnings)
-
-
-def test_the_module_makes_one_client_and_builds_its_runner_and_lock_with_it(monkeypatch):
-    """entry.run_module makes the client once, before the runner: the run and its Lease use that one client."""
-    kube = FakeKube(SERVED)
-    kube.add(machineset({"gpuaas.io/pool": "h100"}))
-    made = []
-    monkeypatch.setattr(entry, "get_client", lambda module: made.append(module) or kube)
-    result = run_module_main(node_pools_module, params())
-    assert len(made) == 1
-    assert result["lock"]["lease"] == "Lease kube-system/gpuaas-tenants"
-    assert [c for c in kube.calls if c[1] == "Lease"]
 
 
 def test_a_run_without_pools_and_without_prune_takes_no_lock():
