@@ -52,3 +52,13 @@ class InventoryRun:
         self.secret_sink: t.Callable[[str], None] = lambda _value: None
         # The one Lease both runs hold (run_lock.py); it reads this run's client, options, mode and clock.
         self.run_lock = RunLock(self)
+
+    def finish(self, out: t.Dict[str, t.Any], capacity: t.Any, nodes_read: bool) -> t.Dict[str, t.Any]:
+        """``out`` with what every inventory run returns besides its own keys: the GPU capacity per flavor when the
+        nodes were read (the capacity check is on), and the lock the run held (none: no C(lock) key)."""
+        if nodes_read:
+            out["capacity"] = capacity
+        lock = self.run_lock.report()
+        if lock:
+            out["lock"] = lock
+        return out

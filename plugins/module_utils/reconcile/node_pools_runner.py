@@ -120,12 +120,7 @@ class NodePoolsRunner(InventoryRun):
                         "gpus_per_node": pool.gpus_per_node,
                         "query": builders.reserved_query(pool, builders.queues_using_flavor(model, pool.flavor, pool.gpu_resource))}
             for pool in model.node_pools}
-        if nodes is not None:
-            out["capacity"] = model.capacity
-        lock = self.run_lock.report()
-        if lock:
-            out["lock"] = lock
-        return out
+        return self.finish(out, model.capacity, nodes is not None)
 
     def lock_before_first_write(self, before: str) -> None:
         """The engine's confirm_lock hook of a run without pools: take the lock at the first write, then confirm."""

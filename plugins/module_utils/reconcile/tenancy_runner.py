@@ -334,12 +334,7 @@ class TenancyRunner(InventoryRun):
             "drift": self.drift(unmanaged, drift_objects, prune, skipped=False),
         })
         out.setdefault("api_versions", {})["kueue.x-k8s.io"] = kueue_version
-        if nodes is not None:
-            out["capacity"] = model.capacity
-        lock = self.run_lock.report()
-        if lock:
-            out["lock"] = lock
-        return out
+        return self.finish(out, model.capacity, nodes is not None)
 
     def recheck(self, engine: ApplyEngine, state: LiveState, desired: t.List[Obj], scope: TenantsScope,
                 also: t.Sequence[t.Tuple[str, str]]) -> LiveState:
@@ -519,9 +514,7 @@ class TenancyRunner(InventoryRun):
         }
         if self.diff:
             out["diff"] = []
-        if nodes is not None:
-            out["capacity"] = model.capacity
-        return out
+        return self.finish(out, model.capacity, nodes is not None)  # before the lock: none to report
 
     def recreate_moved_local_queues(self, desired: t.Sequence[t.Mapping[str, t.Any]], kueue_av: str,
                                     engine: ApplyEngine, state: LiveState) -> t.List[str]:
