@@ -2,7 +2,6 @@
 """The local lab itself: what every other integration test stands on (issue: local GPU lab)."""
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 import uuid

@@ -8,7 +8,6 @@ prefixed ``itctl-`` and removed at the end of its test. A component left out of 
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid

@@ -16,7 +16,6 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import 
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import LiveState
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile import entry
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.run_lock import RunLock
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TenancyRunner
 
 import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
 from test_tenants import NODES, FakeClient, params, run
