@@ -193,7 +193,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_poo
 
 
 def main() -> None:
-    run_module(NODE_POOLS_ARGUMENT_SPEC, lambda module: NodePoolsRunner(None, module.params, module.check_mode, module._diff))
+    run_module(NODE_POOLS_ARGUMENT_SPEC, lambda module, client: NodePoolsRunner(client, module.params, module.check_mode, module._diff))
 
 
 if __name__ == "__main__":

@@ -396,9 +396,9 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_
 
 
 def main() -> None:
-    def make_runner(module):
+    def make_runner(module, client):
         runner = FleetRunner if module.params.get("clusters") else TenancyRunner
-        return runner(None, module.params, module.check_mode, module._diff)
+        return runner(client, module.params, module.check_mode, module._diff)
 
     run_module(TENANTS_ARGUMENT_SPEC, make_runner)
 

@@ -6,6 +6,9 @@
 `run_playbook`   runs ansible-playbook with the installed collection and returns a PlaybookRun
 `audit_writes`   context manager: which write requests reached the apiserver inside the block
 
+Plain helpers (``from conftest import ...``): ``wait_until``, ``local_play`` (the playbook header), ``kube_get``,
+``kube_items``, ``kube_resource`` (the dynamic client) and ``promql`` (the lab's Prometheus).
+
 The variant lab (`make lab-variant-up`: LAB_FLAVOR=openshift with the real Kueue installed through the collection's
 OLM path and run from the Red Hat operand by the Kueue operator SIMULATOR, ports +100, LAB_DIR=.lab-variant) runs
 beside the main lab; `variant_lab`, `variant_kube`, `variant_run_playbook` and `variant_audit_writes` are the same
@@ -59,6 +62,71 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):
             return last
         time.sleep(interval)
     raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+
+
+# The play every playbook of the suite starts with: the collection's modules run on the controller, no facts.
+LOCAL_PLAY = "- hosts: localhost\n  connection: local\n  gather_facts: false\n"
+
+
+def local_play(section: str) -> str:
+    """A one-play playbook on localhost: ``section`` is the play's ``tasks:`` or ``roles:`` block, indented by two
+    spaces as under ``- hosts:``. The one playbook header of the suite: ``from conftest import local_play``."""
+    return LOCAL_PLAY + section.lstrip("\n")
+
+
+def h100_tenant_play(flavor: str, tenant: str, namespace: str, resources: dict[str, Any],
+                     access: dict[str, Any] | None = None) -> str:
+    """A playbook that makes the ResourceFlavor ``flavor`` for the lab's H100 nodes (their GPU taint tolerated) and
+    reconciles only ``tenant``: one namespace, a quota of ``resources`` in that flavor, and ``access`` if given."""
+    entry: dict[str, Any] = {"name": tenant, "namespaces": [namespace],
+                             "quotas": [{"flavor": flavor, "resources": resources}]}
+    if access is not None:
+        entry["access"] = access
+    return local_play("""
+  tasks:
+    - gpuaas.platform.resource_flavor:
+        name: %s
+        node_labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+    - gpuaas.platform.tenants:
+        flavors: [{name: %s}]
+        tenants: [%s]
+        limit_tenants: [%s]
+""" % (json.dumps(flavor), json.dumps(flavor), json.dumps(entry), json.dumps(tenant)))
+
+
+def kube_resource(kube, api_version: str, kind: str):
+    """The dynamic client's resource for a served kind (ResourceNotFoundError when the cluster does not serve it)."""
+    return kube.resources.get(api_version=api_version, kind=kind)
+
+
+def kube_get(kube, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
+    """One object as a dict, None when it does not exist (a kind that is not served still raises)."""
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    try:
+        return kube_resource(kube, api_version, kind).get(name=name, namespace=namespace).to_dict()
+    except NotFoundError:
+        return None
+
+
+def kube_items(kube, api_version: str, kind: str, namespace: str | None = None,
+               label_selector: str | None = None) -> list[dict]:
+    """The objects of a kind (in ``namespace``, matching ``label_selector``) as dicts."""
+    found = kube_resource(kube, api_version, kind).get(namespace=namespace, label_selector=label_selector)
+    return [item.to_dict() for item in found.items]
+
+
+def promql(lab: Lab, query: str) -> list[dict]:
+    """The result vector of an instant query to the lab's Prometheus (AssertionError unless it succeeded)."""
+    import urllib.parse
+    import urllib.request
+
+    url = "%s/api/v1/query?%s" % (lab.prometheus_url, urllib.parse.urlencode({"query": query}))
+    with urllib.request.urlopen(url, timeout=10) as response:
+        body = json.load(response)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
 
 
 def _lab_from_env(lab_dir: Path | None = None) -> Lab:
@@ -215,6 +283,27 @@ def variant_run_playbook(variant_lab: Lab):
     return _playbook_runner(variant_lab)
 
 
+def audit_events_after(audit_log: str, offset: int) -> list[dict[str, Any]]:
+    """Every event the API server wrote to ``audit_log`` after byte ``offset`` (a line that is not JSON is skipped).
+    The one reader of the lab's audit log: ``from conftest import audit_events_after``."""
+    # the apiserver writes the audit log in blocking mode, but give a slow machine a moment
+    time.sleep(0.5)
+    events = []
+    with open(audit_log, encoding="utf-8") as f:
+        f.seek(offset)
+        for line in f:
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+    return events
+
+
+def completed_write(event: dict[str, Any]) -> bool:
+    """A write request (WRITE_VERBS) as it completed (an event logged without a stage counts as completed)."""
+    return event.get("verb") in WRITE_VERBS and event.get("stage") in (None, "ResponseComplete")
+
+
 class AuditWindow:
     """Write requests in the audit log during a block. ``events`` / ``dry_run_events``: those of the code under test
     (every user but Kubernetes' own identities and the lab's); ``all_events``: every non-dry-run write, whoever made
@@ -233,26 +322,18 @@ class AuditWindow:
         return self
 
     def __exit__(self, *exc) -> None:
-        # the apiserver writes the audit log in blocking mode, but give a slow machine a moment
-        time.sleep(0.5)
-        with open(self.audit_log, encoding="utf-8") as f:
-            f.seek(self.offset)
-            for line in f:
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue
-                if ev.get("verb") not in WRITE_VERBS:
-                    continue
-                user = ev.get("user", {}).get("username", "")
-                if "dryRun=All" not in ev.get("requestURI", ""):
-                    self.all_events.append(ev)
-                if user.startswith(LAB_USERS_PREFIXES):
-                    continue
-                if "dryRun=All" in ev.get("requestURI", ""):
-                    self.dry_run_events.append(ev)
-                else:
-                    self.events.append(ev)
+        for ev in audit_events_after(self.audit_log, self.offset):
+            if ev.get("verb") not in WRITE_VERBS:
+                continue
+            user = ev.get("user", {}).get("username", "")
+            if "dryRun=All" not in ev.get("requestURI", ""):
+                self.all_events.append(ev)
+            if user.startswith(LAB_USERS_PREFIXES):
+                continue
+            if "dryRun=All" in ev.get("requestURI", ""):
+                self.dry_run_events.append(ev)
+            else:
+                self.events.append(ev)
 
     def by_user(self) -> dict[str, list[str]]:
         """Every non-dry-run write of the window as ``"verb URI -> status code"``, by user name."""

@@ -29,7 +29,7 @@ import uuid
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
-from conftest import wait_until
+from conftest import kube_get as get, kube_items as items, kube_resource as res, local_play, promql, wait_until
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 KEDA = "keda.sh/v1alpha1"
@@ -55,21 +55,6 @@ FLAVOR, COHORT = "as-h100-" + S, "as-co-" + S
 
 
 # -- small helpers -----------------------------------------------------------------------------------
-
-
-def res(kube, api_version, kind):
-    return kube.resources.get(api_version=api_version, kind=kind)
-
-
-def get(kube, api_version, kind, name, namespace=None):
-    try:
-        return res(kube, api_version, kind).get(name=name, namespace=namespace).to_dict()
-    except NotFoundError:
-        return None
-
-
-def items(kube, api_version, kind, namespace=None):
-    return [x.to_dict() for x in res(kube, api_version, kind).get(namespace=namespace).items]
 
 
 def condition(obj, ctype):
@@ -126,15 +111,6 @@ class Signal:
     def close(self) -> None:
         self.file.unlink(missing_ok=True)
         self.server.shutdown()
-
-
-def promql(lab, query):
-    import urllib.parse
-    import urllib.request
-
-    url = "%s/api/v1/query?%s" % (lab.prometheus_url, urllib.parse.urlencode({"query": query}))
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.load(r)["data"]["result"]
 
 
 def gpu_pod_template(app, util, grace=1):
@@ -200,10 +176,7 @@ def inventory(signal: Signal) -> dict:
     return {"flavor": flavor, "tenants": tenants}
 
 
-PLAYBOOK = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
+PLAYBOOK = local_play("""
   tasks:
     - name: The test's ResourceFlavor (shared objects are not applied with limit_tenants)
       gpuaas.platform.resource_flavor:
@@ -217,7 +190,7 @@ PLAYBOOK = """
         tenants: "{{ inv.tenants }}"
         prometheus: {url: "{{ prometheus_url }}"}
         limit_tenants: "{{ inv.tenants | map(attribute='name') | list }}"
-""" % COHORT
+""") % COHORT
 
 
 @pytest.fixture(scope="module")
@@ -379,10 +352,7 @@ def test_serving_wakes_by_reclaim_within_30s_and_reaches_max(scenario, kube):
     assert hpa["spec"]["maxReplicas"] == MAX_REPLICAS
 
 
-MODULE_PLAYBOOK = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
+MODULE_PLAYBOOK = local_play("""
   tasks:
     - name: ScaledObject for the canary with the standalone module
       gpuaas.platform.scaled_object:
@@ -394,7 +364,7 @@ MODULE_PLAYBOOK = """
           after_minutes: 5
           wake_query: "{{ wake_query }}"
         prometheus_url: "{{ prometheus_url }}"
-""" % NS_SERVE
+""") % NS_SERVE
 
 
 def test_scaled_object_module_check_mode_apply_and_idempotence(scenario, lab, kube, run_playbook):

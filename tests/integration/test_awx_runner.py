@@ -28,6 +28,7 @@ import contextlib
 
 import pytest
 import yaml
+from conftest import audit_events_after, completed_write
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -37,7 +38,6 @@ TENANT = "awx-speech"
 EXISTING = "awx-existing"  # onboarded from the survey, then onboarded again (create refused, update merged)
 SCALER = "awx-scaler"  # an inventory tenant with autoscaling, updated from the survey
 SA_USER = "system:serviceaccount:%s:%s" % (NAMESPACE, SA)
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 WRAPPERS = ("onboard_tenant", "offboard_tenant", "validate")
 
 
@@ -199,17 +199,8 @@ def sa_writes(lab):
         offset = os.path.getsize(lab.audit_log)
         window = SaWrites()
         yield window
-        time.sleep(0.5)
-        with open(lab.audit_log, encoding="utf-8") as f:
-            f.seek(offset)
-            for line in f:
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue
-                if ev.get("verb") in WRITE_VERBS and ev.get("user", {}).get("username") == SA_USER \
-                        and ev.get("stage", "ResponseComplete") == "ResponseComplete":
-                    window.events.append(ev)
+        window.events.extend(ev for ev in audit_events_after(lab.audit_log, offset)
+                             if completed_write(ev) and ev.get("user", {}).get("username") == SA_USER)
     return _window
 
 

@@ -31,6 +31,7 @@ import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
+from conftest import local_play
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 PREFIX = "itfs-"
@@ -38,10 +39,7 @@ RUN = uuid.uuid4().hex[:4]
 SETTLE = 5          # seconds the counts must hold still (no over-preemption, no late admission)
 TIMEOUT = 60
 
-PLAYBOOK = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
+PLAYBOOK = local_play("""
   tasks:
     - name: Scenario flavors
       gpuaas.platform.resource_flavor:
@@ -86,7 +84,7 @@ PLAYBOOK = """
         name: "{{ item.name }}"
         state: absent
       loop: "{{ [] if fs_state == 'present' else gpuaas_priorities }}"
-"""
+""")
 
 
 def name(short: str) -> str:

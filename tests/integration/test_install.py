@@ -29,7 +29,7 @@ import pytest
 import yaml
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from conftest import wait_until
+from conftest import local_play, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "playbooks" / "install.yml"
@@ -165,10 +165,7 @@ class Simulator:
 
 # ---------------------------------------------------------------------------------------------- detection
 def test_platform_detection_matches_the_lab(lab, run_playbook):
-    run = run_playbook("""
-- hosts: localhost
-  connection: local
-  gather_facts: false
+    run = run_playbook(local_play("""
   tasks:
     - name: Detect
       gpuaas.platform.platform_info:
@@ -176,7 +173,7 @@ def test_platform_detection_matches_the_lab(lab, run_playbook):
     - name: Detect forced
       gpuaas.platform.platform_info:
         platform: openshift
-""")
+"""))
     assert run.rc == 0, run.explain()
     info = run.task_results("Detect")[0]
     assert info["detected_platform"] == ("openshift" if lab.flavor == "openshift" else "kubernetes")
@@ -512,10 +509,7 @@ def successful_writes(window, resource=None) -> list:
             and (resource is None or (e.get("objectRef") or {}).get("resource") == resource)]
 
 
-CHANNEL_PLAY = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
+CHANNEL_PLAY = local_play("""
   tasks:
     - name: Subscribe
       gpuaas.platform.olm_operator:
@@ -525,7 +519,7 @@ CHANNEL_PLAY = """
         source: certified-operators
         target_namespaces: [%s]
         wait_timeout: 600
-""" % (CHANNEL_NS, CHANNEL_NS)
+""") % (CHANNEL_NS, CHANNEL_NS)
 
 
 def test_olm_unknown_channel_fails_fast(variant_lab, variant_kube, variant_run_playbook):
@@ -575,13 +569,10 @@ def gpu_role_vars(**extra) -> dict:
     return values
 
 
-GPU_ROLE_PLAY = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
+GPU_ROLE_PLAY = local_play("""
   roles:
     - role: gpuaas.platform.gpu_operator
-"""
+""")
 
 
 def test_install_over_an_operatorhub_gpu_operator(variant_lab, variant_kube, variant_run_playbook,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import audit_events_after
 
 FILES = Path(__file__).parent / "files" / "kueue"
 PREFIX = "itcore-"
@@ -265,20 +266,8 @@ def _audit_offset(path):
 
 
 def _audit_writes_since(path, offset):
-    import time
-
-    time.sleep(0.5)
-    events = []
-    with open(path, encoding="utf-8") as f:
-        f.seek(offset)
-        for line in f:
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            if ev.get("verb") in ("create", "update", "patch", "delete") and PREFIX in ev.get("requestURI", ""):
-                events.append(ev)
-    return events
+    return [ev for ev in audit_events_after(path, offset)
+            if ev.get("verb") in ("create", "update", "patch", "delete") and PREFIX in ev.get("requestURI", "")]
 
 
 def test_v1beta1_cluster_gets_converted_objects(run_playbook):

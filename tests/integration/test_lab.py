@@ -2,16 +2,13 @@
 """The local lab itself: what every other integration test stands on (issue: local GPU lab)."""
 from __future__ import annotations
 
-import json
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
-from conftest import wait_until as _wait_until
+from conftest import promql, wait_until as _wait_until
 
 PREFIX = "itlab-"
 REPO = Path(__file__).resolve().parents[2]
@@ -22,14 +19,6 @@ def kubectl(lab, *args: str, context: str | None = None, check: bool = True) -> 
     if context:
         cmd += ["--context", context]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, check=check, timeout=120)
-
-
-def promql(lab, query: str) -> list[dict]:
-    url = "%s/api/v1/query?%s" % (lab.prometheus_url, urllib.parse.urlencode({"query": query}))
-    with urllib.request.urlopen(url, timeout=10) as r:
-        body = json.load(r)
-    assert body["status"] == "success", body
-    return body["data"]["result"]
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 1.0):

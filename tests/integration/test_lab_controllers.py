@@ -8,16 +8,13 @@ prefixed ``itctl-`` and removed at the end of its test. A component left out of 
 """
 from __future__ import annotations
 
-import json
 import os
 import time
-import urllib.parse
-import urllib.request
 import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
-from conftest import wait_until
+from conftest import kube_get as get, kube_items as items, kube_resource as res, promql, wait_until
 
 PREFIX = "itctl-"
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -30,29 +27,6 @@ UTIL_ANNOTATION = "lab.gpuaas.io/gpu-util"
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-
-
-def res(kube, api_version: str, kind: str):
-    return kube.resources.get(api_version=api_version, kind=kind)
-
-
-def get(kube, api_version, kind, name, namespace=None):
-    try:
-        return res(kube, api_version, kind).get(name=name, namespace=namespace).to_dict()
-    except NotFoundError:
-        return None
-
-
-def items(kube, api_version, kind, namespace=None, label_selector=None):
-    return [i.to_dict() for i in res(kube, api_version, kind).get(namespace=namespace, label_selector=label_selector).items]
-
-
-def promql(lab, query: str) -> list[dict]:
-    url = "%s/api/v1/query?%s" % (lab.prometheus_url, urllib.parse.urlencode({"query": query}))
-    with urllib.request.urlopen(url, timeout=10) as r:
-        body = json.load(r)
-    assert body["status"] == "success", body
-    return body["data"]["result"]
 
 
 def component_enabled(lab, name: str) -> bool:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client, config
-from conftest import wait_until
+from conftest import local_play, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 S = uuid.uuid4().hex[:5]
@@ -183,10 +183,7 @@ def inventory(flavour: Flavour, quota: int = MAX_NODES * GPUS, node_labels=None)
     return {"flavor": flavor, "tenants": tenants, "pools": pools}
 
 
-PLAYBOOK = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
+PLAYBOOK = local_play("""
   tasks:
     - name: The pool's ScaledObject (validates the whole inventory with the pools first)
       gpuaas.platform.node_pools:
@@ -204,12 +201,9 @@ PLAYBOOK = """
         check_capacity: false
         lock: false
         limit_tenants: ["%s"]
-""" % TENANT
+""") % TENANT
 
-SCALEDOWN = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
+SCALEDOWN = local_play("""
   tasks:
     - name: Remove idle pool nodes
       gpuaas.platform.node_pool_scaledown:
@@ -217,7 +211,7 @@ SCALEDOWN = """
         node_pools: "{{ inv.pools }}"
         idle_seconds: 0
       register: down
-"""
+""")
 
 
 @pytest.fixture(scope="module")
@@ -455,13 +449,10 @@ def test_scale_down_removes_exactly_the_idle_nodes(pool, run_playbook):
     assert env.replicas() == 1
 
 
-ROLE = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
+ROLE = local_play("""
   roles:
     - role: gpuaas.platform.tenants
-"""
+""")
 
 
 def test_the_tenants_role_applies_the_pools_and_prunes_a_removed_pool(pool, lab, run_playbook):

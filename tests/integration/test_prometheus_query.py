@@ -10,7 +10,8 @@ import uuid
 
 import pytest
 
-from test_lab import promql, wait_until  # noqa: F401  pylint: disable=import-error
+from test_lab import wait_until  # noqa: F401  pylint: disable=import-error
+from conftest import local_play, promql
 
 NS = "itpq-%s" % uuid.uuid4().hex[:5]
 
@@ -18,7 +19,7 @@ NS = "itpq-%s" % uuid.uuid4().hex[:5]
 def play(*tasks: dict) -> str:
     body = "".join("\n    - name: %s\n      gpuaas.platform.prometheus_query: %s\n" % (t.pop("_name"), json.dumps(t))
                    for t in tasks)
-    return "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:%s" % body
+    return local_play("  tasks:%s" % body)
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_lab import promql, wait_until  # noqa: F401  pylint: disable=import-error
+from test_lab import wait_until  # noqa: F401  pylint: disable=import-error
 from test_fair_sharing_scenarios import require_kueue  # noqa: F401  pylint: disable=import-error
+from conftest import local_play, promql
 
 REPO = Path(__file__).resolve().parents[2]
 ID = uuid.uuid4().hex[:4]
@@ -111,14 +112,11 @@ def measure_task(tenants, window: int, step: int = STEP, min_window: int = WINDO
             "time": str(int(time.time()) - STEP), "min_window": "%ds" % min_window, "idle_for": "%ds" % WINDOW_AFTER,
             "kueue_source": "prometheus", "gpu_prices": {FLAVOR: PRICE}, "currency": "EUR"}
     args.update(extra)
-    return """
-- hosts: localhost
-  connection: local
-  gather_facts: false
+    return local_play("""
   tasks:
     - name: measure
       gpuaas.platform.gpu_utilization_info: %s
-""" % json.dumps(args)
+""") % json.dumps(args)
 
 
 def mine(recs):

@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
-from conftest import wait_until
+from conftest import h100_tenant_play, wait_until
 from test_lab_controllers import component_enabled, require_component
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,24 +35,8 @@ IMAGE = "registry.invalid/lab/ray:2.52.0"
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 GPUS = 2  # the tenant's nominal H100 GPUs
 
-PLAYBOOK = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
-  tasks:
-    - gpuaas.platform.resource_flavor:
-        name: "%(flavor)s"
-        node_labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
-        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
-    - gpuaas.platform.tenants:
-        flavors: [{name: "%(flavor)s"}]
-        tenants:
-          - name: "%(tenant)s"
-            namespaces: ["%(ns)s"]
-            quotas: [{flavor: "%(flavor)s", resources: {nvidia.com/gpu: %(gpus)d, cpu: 16, memory: 32Gi}}]
-            access: {users: [nlp-team]}
-        limit_tenants: ["%(tenant)s"]
-""" % {"flavor": FLAVOR, "tenant": TENANT, "ns": NS, "gpus": GPUS}
+PLAYBOOK = h100_tenant_play(FLAVOR, TENANT, NS, {"nvidia.com/gpu": GPUS, "cpu": 16, "memory": "32Gi"},
+                            access={"users": ["nlp-team"]})
 
 # Who may write Ray objects in the tenant namespace. The tenants role binds users to `edit`, which does not
 # aggregate ray.io (KubeRay ships no aggregate-to-edit roles): a cluster admin grants it, as here.

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from test_lab import promql, wait_until  # noqa: F401  pylint: disable=import-error
+from test_lab import wait_until  # noqa: F401  pylint: disable=import-error
+from conftest import local_play, promql
 
 REPO = Path(__file__).resolve().parents[2]
 ID = uuid.uuid4().hex[:5]
@@ -82,14 +83,11 @@ def utilization_task(**options) -> str:
     args = {"tenants": TENANTS, "window": "%ds" % WINDOW, "step": "%ds" % STEP, "idle_for": "%ds" % IDLE_FOR,
             "time": str(int(time.time()) - STEP)}
     args.update(options)
-    return """
-- hosts: localhost
-  connection: local
-  gather_facts: false
+    return local_play("""
   tasks:
     - name: measure
       gpuaas.platform.gpu_utilization_info: %s
-""" % json.dumps(args)
+""") % json.dumps(args)
 
 
 def test_gpu_utilization_exact_numbers(gpu_workloads, run_playbook):

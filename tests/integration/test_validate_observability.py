@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import local_play
 
 REPO = Path(__file__).resolve().parents[2]
 ID = uuid.uuid4().hex[:5]
@@ -127,15 +128,12 @@ def test_platform_health_reports_missing_flavor(kube, lab, run_playbook):
                                  "flavors": [{"name": "no-such-flavor-%s" % ID,
                                               "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 1}]}]}]}})
     try:
-        run = run_playbook("""
-- hosts: localhost
-  connection: local
-  gather_facts: false
+        run = run_playbook(local_play("""
   tasks:
     - name: health
       gpuaas.platform.platform_health_info:
         checks: [gpu_nodes, kueue]
-""")
+"""))
         assert run.rc == 0, run.explain()
         res = run.task_results("health")[0]
         nodes = {c["object"]: c for c in res["checks"] if c["check"] == "gpu_nodes"}

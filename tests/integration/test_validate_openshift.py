@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from conftest import local_play
 
 from conftest import wait_until
 
@@ -54,17 +55,14 @@ def test_health_and_quota_from_cluster_queues(variant_run_playbook, variant_kube
                                .get("conditions", [])), 60, "Kueue to set the ClusterQueue's Active condition")
         args = {"tenants": [{"name": TENANT, "namespaces": [TENANT_NS]}], "window": "30s", "step": "5s",
                 "time": str(int(time.time()) - 5), "kueue_source": "cluster"}
-        run = variant_run_playbook("""
-- hosts: localhost
-  connection: local
-  gather_facts: false
+        run = variant_run_playbook(local_play("""
   tasks:
     - name: health
       gpuaas.platform.platform_health_info:
         checks: [gpu_operator, kueue]
     - name: measure
       gpuaas.platform.gpu_utilization_info: %s
-""" % json.dumps(args))
+""") % json.dumps(args))
         assert run.rc == 0, run.explain()
         health = run.task_results("health")[0]
         mine = next(c for c in health["checks"] if c["object"] == "ClusterQueue/%s" % TENANT)

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
-from conftest import wait_until
+from conftest import h100_tenant_play, wait_until
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -68,23 +68,8 @@ def suspended(obj, path):
     return node
 
 
-PLAYBOOK = """
-- hosts: localhost
-  connection: local
-  gather_facts: false
-  tasks:
-    - gpuaas.platform.resource_flavor:
-        name: "%(flavor)s"
-        node_labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
-        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
-    - gpuaas.platform.tenants:
-        flavors: [{name: "%(flavor)s"}]
-        tenants:
-          - name: "%(tenant)s"
-            namespaces: ["%(ns)s"]
-            quotas: [{flavor: "%(flavor)s", resources: {nvidia.com/gpu: 2, cpu: 8, memory: 16Gi}}]  # RayJob adds a submitter pod (cpu, memory)
-        limit_tenants: ["%(tenant)s"]
-""" % {"flavor": FLAVOR, "tenant": TENANT, "ns": NS}
+# RayJob adds a submitter pod (cpu, memory)
+PLAYBOOK = h100_tenant_play(FLAVOR, TENANT, NS, {"nvidia.com/gpu": 2, "cpu": 8, "memory": "16Gi"})
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,11 @@ import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import (
-    DNS1123_LABEL,
-    DNS1123_SUBDOMAIN,
-    LABEL_VALUE,
-    QUALIFIED_NAME,
+    MAX_LABEL,
+    MAX_SUBDOMAIN,
+    is_label_key,
+    is_label_value,
+    is_name,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import parse_quantity, quantity_text
 
@@ -120,21 +121,22 @@ class Validator:
         self.err(path, "unknown %s %r%s; defined: %s" % (what, value, suggestion, listing))
 
     # -- scalars -----------------------------------------------------------------------------------------
-    def name(self, path: str, value: t.Any, pattern: t.Pattern[str] = DNS1123_SUBDOMAIN, max_len: int = 253,
-             what: str = SUBDOMAIN_TEXT) -> t.Optional[str]:
+    def name(self, path: str, value: t.Any, label: bool = False) -> t.Optional[str]:
+        """An object name (``names.is_name``); with ``label`` a DNS-1123 label (a namespace)."""
         if value is None or value == "":
             self.err(path, "is required")
             return None
         if not isinstance(value, str):
             self.err(path, "must be a string, got %r" % (value,))
             return None
-        if len(value) > max_len or not pattern.match(value):
-            self.err(path, "%r is not %s of at most %d characters" % (value, what, max_len))
+        if not is_name(value, label):
+            self.err(path, "%r is not %s of at most %d characters"
+                     % (value, LABEL_TEXT if label else SUBDOMAIN_TEXT, MAX_LABEL if label else MAX_SUBDOMAIN))
             return None
         return value
 
     def label_name(self, path: str, value: t.Any) -> t.Optional[str]:
-        return self.name(path, value, DNS1123_LABEL, 63, LABEL_TEXT)
+        return self.name(path, value, label=True)
 
     def weight(self, path: str, value: t.Any) -> t.Optional[str]:
         """A non-negative quantity (a fair-sharing weight) as its canonical text; ``None`` when unset or invalid."""
@@ -193,13 +195,13 @@ class Validator:
         data = self.mapping(path, value)
         out: t.Dict[str, str] = {}
         for key, val in (data or {}).items():
-            if not isinstance(key, str) or not QUALIFIED_NAME.match(key):
+            if not is_label_key(key):
                 self.err("%s.%s" % (path, key), "%r is not a valid %s key" % (key, what))
                 continue
             text = "" if val is None else str(val)
             if isinstance(val, bool):
                 text = "true" if val else "false"
-            if len(text) > 63 or not LABEL_VALUE.match(text):
+            if not is_label_value(text):
                 self.err("%s.%s" % (path, key), "%r is not a valid label value" % (val,))
                 continue
             out[key] = text

@@ -16,7 +16,14 @@ import typing as t
 from decimal import Decimal
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_NAME, LABEL_VALUE  # noqa: E501
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import (
+    MAX_LABEL,
+    MAX_SUBDOMAIN,
+    is_label_key_name,
+    is_label_key_prefix,
+    is_label_value,
+    is_name,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import (  # noqa: F401 - re-exported for the modules
     BORROW_POLICIES,
     FUNGIBILITY_OLD,
@@ -75,28 +82,26 @@ def _check_quantity(problems: t.List[str], where: str, value: t.Any, allow_negat
 
 
 def _check_name(problems: t.List[str], what: str, name: t.Any, label: bool = False) -> None:
-    pattern = DNS1123_LABEL if label else DNS1123_SUBDOMAIN
-    limit = 63 if label else 253
     if not isinstance(name, str) or not name:
         problems.append("%s: a name is required" % what)
-    elif len(name) > limit or not pattern.match(name):
+    elif not is_name(name, label):
         problems.append("%s: %r is not a valid name (lower-case letters, digits, '-'%s; at most %d characters)"
-                        % (what, name, "" if label else " and '.'", limit))
+                        % (what, name, "" if label else " and '.'", MAX_LABEL if label else MAX_SUBDOMAIN))
 
 
 def _check_label_key(problems: t.List[str], where: str, key: t.Any) -> None:
     if not isinstance(key, str) or not key:
         problems.append("%s: label key %r is empty or not a string" % (where, key))
         return
-    prefix, _sep, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+    prefix, sep, name = key.rpartition("/")
+    if sep and not is_label_key_prefix(prefix):
         problems.append("%s: label key prefix %r must be a DNS subdomain" % (where, prefix))
-    if len(name) > 63 or not LABEL_NAME.match(name):
+    if not is_label_key_name(name):
         problems.append("%s: label key %r is invalid (alphanumerics, '-', '_', '.'; at most 63 characters)" % (where, key))
 
 
 def _check_label_value(problems: t.List[str], where: str, value: t.Any) -> None:
-    if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+    if not is_label_value(value):
         problems.append("%s: label value %r is invalid (a string of alphanumerics, '-', '_', '.'; at most 63 "
                         "characters; quote numbers and booleans in YAML)" % (where, value))
 

@@ -67,23 +67,27 @@ def redact_secret_data(diffs: t.Optional[t.List[t.Dict[str, t.Any]]]) -> None:
                         obj[key] = {k: REDACTED for k in obj[key]}
 
 
-def run_module(argument_spec: t.Mapping[str, t.Any], make_runner: t.Callable[[t.Any], t.Any]) -> None:
-    """main() of an inventory-wide module: build the module and its runner, run it, report warnings and the result.
+def run_module(argument_spec: t.Mapping[str, t.Any], make_runner: t.Callable[[t.Any, t.Any], t.Any]) -> None:
+    """main() of an inventory-wide module: build the module, its client and its runner, run it, report warnings and
+    the result.
 
-    ``make_runner(module)`` returns an object with ``client``, ``warnings``, ``secret_sink`` and ``run()``.
+    The client is made here, once, before the runner: ``make_runner(module, client)`` returns an object built with
+    that client (its run lock uses the same one) with ``warnings``, ``secret_sink`` and ``run()``.
     """
     module = InventoryModule(argument_spec=argument_spec, supports_check_mode=True)  # registers every secret
-    runner = make_runner(module)
-    runner.secret_sink = module.register_secret  # a token read later (a Secret): as given, stripped, base64
+    warnings: t.List[str] = []
     try:
-        if not getattr(runner, "connects_per_cluster", False):  # a fleet run: each cluster's own options
-            runner.client = get_client(module)
+        # a fleet run (the tenants option clusters) connects to each cluster with that cluster's own options
+        client = None if module.params.get("clusters") else get_client(module)
+        runner = make_runner(module, client)
+        warnings = runner.warnings
+        runner.secret_sink = module.register_secret  # a token read later (a Secret): as given, stripped, base64
         result = runner.run()
     except GpuaasError as err:
-        for warning in runner.warnings:
+        for warning in warnings:
             module.warn(warning)
         fail_module(module, err, changed=False)
         return
-    for warning in runner.warnings:
+    for warning in warnings:
         module.warn(warning)
     module.exit_json(**result)

@@ -68,7 +68,6 @@ class ClusterRun(TenancyRunner):
                  check_mode: bool = False, diff: bool = False, sleep: t.Callable[[float], None] = time.sleep,
                  clock: t.Callable[[], float] = time.monotonic) -> None:
         super().__init__(client, params, check_mode, diff, sleep=sleep, clock=clock)
-        self.run_lock.client = client
         self.cluster = cluster
         self.fleet_model = fleet_model
         self.is_worker = isinstance(cluster, Worker)
@@ -130,13 +129,10 @@ def stand_in_kubeconfig(worker: Worker) -> t.Dict[str, t.Any]:
 class FleetRunner:
     """One fleet run (see the module docstring); ``clients`` maps cluster names to clients (tests pass fakes)."""
 
-    # entry.run_module builds no client from the module's connection options: each cluster has its own
-    connects_per_cluster = True
-
     def __init__(self, client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool = False, diff: bool = False,
                  sleep: t.Callable[[float], None] = time.sleep, clock: t.Callable[[], float] = time.monotonic,
                  clients: t.Optional[t.Mapping[str, t.Any]] = None) -> None:
-        self.client = client  # unused: every cluster has its own connection options (entry.run_module sets it)
+        self.client = client  # None: every cluster has its own connection options (entry.run_module makes no client)
         self.params = params
         self.check_mode = check_mode
         self.diff = diff

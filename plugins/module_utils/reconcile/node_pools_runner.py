@@ -24,25 +24,18 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs i
     prometheus_credential,
     read_nodes,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.run_lock import RUN_LOCK_ARGUMENT_SPEC, RunLock
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import INVENTORY_RUN_ARGUMENT_SPEC, InventoryRun
 
 MANAGED_KINDS = (("v1", "Secret"), (keda.KEDA_V, "ClusterTriggerAuthentication"), (keda.KEDA_V, "ScaledObject"))
 
 
-class NodePoolsRunner:
-    """One node_pools run, separate from AnsibleModule so unit tests can drive it with a fake client."""
+class NodePoolsRunner(InventoryRun):
+    """One node_pools run (client, options and the tenants run's Lease: ``InventoryRun``); the pools' ScaledObjects
+    and credential live beside the tenants' (run_lock.py)."""
 
     def __init__(self, client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool = False, diff: bool = False,
                  sleep: t.Callable[[float], None] = time.sleep, clock: t.Callable[[], float] = time.monotonic) -> None:
-        self.client = client
-        self.params = params
-        self.check_mode = check_mode
-        self.diff = diff
-        self.warnings: t.List[str] = []
-        # Called with every secret value read at run time (token_file, token_secret): see TenancyRunner.
-        self.secret_sink: t.Callable[[str], None] = lambda _value: None
-        # The tenants run's Lease: the pools' ScaledObjects and credential live beside the tenants' (run_lock.py).
-        self.run_lock = RunLock(client, params, check_mode, self.warnings, sleep=sleep, clock=clock)
+        super().__init__(client, params, check_mode=check_mode, diff=diff, sleep=sleep, clock=clock)
         self.lock_tried = False
 
     def check_templates(self, model: TenantModel) -> None:
@@ -73,7 +66,6 @@ class NodePoolsRunner:
                                    "node labels (MachineSet spec.template.spec.metadata.labels)", problems=problems)
 
     def run(self) -> t.Dict[str, t.Any]:
-        self.run_lock.client = self.client  # the module gives the client after construction (entry.run_module)
         try:
             return self._run()
         finally:
@@ -128,12 +120,7 @@ class NodePoolsRunner:
                         "gpus_per_node": pool.gpus_per_node,
                         "query": builders.reserved_query(pool, builders.queues_using_flavor(model, pool.flavor, pool.gpu_resource))}
             for pool in model.node_pools}
-        if nodes is not None:
-            out["capacity"] = model.capacity
-        lock = self.run_lock.report()
-        if lock:
-            out["lock"] = lock
-        return out
+        return self.finish(out, model.capacity, nodes is not None)
 
     def lock_before_first_write(self, before: str) -> None:
         """The engine's confirm_lock hook of a run without pools: take the lock at the first write, then confirm."""
@@ -161,16 +148,6 @@ class NodePoolsRunner:
 # The module's options (besides the connection options of k8s_auth); documented in plugins/modules/node_pools.py.
 NODE_POOLS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
     node_pools=dict(type="list", elements="dict", default=[]),
-    flavors=dict(type="list", elements="dict", default=[]),
-    tenants=dict(type="list", elements="dict", default=[]),
-    cohorts=dict(type="list", elements="dict", default=[]),
-    priorities=dict(type="list", elements="dict", default=[]),
-    prometheus=dict(type="dict", no_log=False),
-    openshift_ai=dict(type="dict"),
-    allow_overcommit=dict(type="bool", default=False),
-    check_capacity=dict(type="bool", default=True),
     check_templates=dict(type="bool", default=True),
-    keda_namespace=dict(type="str"),
-    prune=dict(type="bool", default=False),
-    **RUN_LOCK_ARGUMENT_SPEC,
+    **INVENTORY_RUN_ARGUMENT_SPEC,
 )

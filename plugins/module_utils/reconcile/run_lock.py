@@ -11,7 +11,6 @@ run and a tenants run of two automation jobs never interleave their writes (issu
 
 from __future__ import annotations
 
-import time
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
@@ -31,40 +30,40 @@ RUN_LOCK_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
 
 
 class RunLock:
-    """The Lease a run that writes holds from its first write to its end (see kube/lease.py for the protocol)."""
+    """The Lease a run that writes holds from its first write to its end (see kube/lease.py for the protocol).
 
-    def __init__(self, client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool, warnings: t.List[str],
-                 sleep: t.Callable[[float], None] = time.sleep, clock: t.Callable[[], float] = time.monotonic) -> None:
-        self.client = client
-        self.params = params
-        self.check_mode = check_mode
-        self.warnings = warnings
-        self.sleep = sleep
-        self.clock = clock
+    ``run`` is the run that holds it (``inventory_run.InventoryRun``): the lock talks to the API server with the run's
+    client, reads the lock options from its parameters, follows its check mode and clock and adds to its warnings;
+    it keeps no client of its own.
+    """
+
+    def __init__(self, run: t.Any) -> None:
+        self.run = run
         self.lease: t.Optional[LeaseLock] = None
 
     def take(self) -> bool:
         """Hold the Lease for a run that writes; in check mode warn about a holder. True when this run holds it."""
-        p = self.params
+        run = self.run
+        p = run.params
         if not p.get("lock", True):
             return False
         name = p.get("lock_name") or DEFAULT_LOCK_NAME
         namespace = p.get("lock_namespace") or DEFAULT_LOCK_NAMESPACE
-        if self.check_mode:
-            holder = read_holder(self.client, name, namespace)
+        if run.check_mode:
+            holder = read_holder(run.client, name, namespace)
             if holder:
-                self.warnings.append("another run (holder %s) holds the lock since %s: a real run would wait for it"
-                                     % (holder.get("holderIdentity"), holder.get("acquireTime")))
+                run.warnings.append("another run (holder %s) holds the lock since %s: a real run would wait for it"
+                                    % (holder.get("holderIdentity"), holder.get("acquireTime")))
             return False
-        lease = LeaseLock(self.client, name, namespace, wait=float(p.get("lock_wait", 60)),
-                          duration=int(p.get("lock_duration") or 60), sleep=self.sleep, clock=self.clock)
+        lease = LeaseLock(run.client, name, namespace, wait=float(p.get("lock_wait", 60)),
+                          duration=int(p.get("lock_duration") or 60), sleep=run.sleep, clock=run.clock)
         try:
             lease.acquire()
         except GpuaasError as err:
             if err.details.get("status") != 403:
                 raise
             # Credentials without rights on the lock Lease: run unguarded, but say so loudly.
-            self.warnings.append(
+            run.warnings.append(
                 "the lock %s could not be taken (forbidden): this run is not guarded against a concurrent run. "
                 "Grant get, create, update and delete on leases.coordination.k8s.io in %s to the automation "
                 "account, or set gpuaas_tenants_lock: false to silence this" % (lease.ref, lease.namespace))
@@ -72,23 +71,23 @@ class RunLock:
         self.lease = lease
         lease.start_renewal()
         if lease.took_over:
-            self.warnings.append("took over the lock %s from %s, which had not renewed it for %ss (a run that "
-                                 "died?)" % (lease.ref, lease.took_over, lease.duration))
+            run.warnings.append("took over the lock %s from %s, which had not renewed it for %ss (a run that "
+                                "died?)" % (lease.ref, lease.took_over, lease.duration))
         return True
 
     def confirm(self, before: str) -> None:
         """LockLost unless this run still holds its lock (nothing to confirm without one: check mode, lock off)."""
-        if self.lease is not None and not self.check_mode:
+        if self.lease is not None and not self.run.check_mode:
             self.lease.confirm(before)
 
     def release(self) -> None:
         """Give the Lease back; a failed release is a warning, except when the API server is gone (said already)."""
         if self.lease is None:
             return
-        unreachable = getattr(self.client, "unreachable", None) is not None
+        unreachable = getattr(self.run.client, "unreachable", None) is not None
         warning = self.lease.release()
         if warning and not unreachable:
-            self.warnings.append(warning)
+            self.run.warnings.append(warning)
 
     def report(self) -> t.Optional[t.Dict[str, t.Any]]:
         """The module's C(lock) return value, None when no lock was held."""

@@ -46,7 +46,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs i
     prometheus_credential,
     read_nodes,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.run_lock import RUN_LOCK_ARGUMENT_SPEC, RunLock
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import INVENTORY_RUN_ARGUMENT_SPEC, InventoryRun
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_scope import (
     TenantsScope,
     owned_by_tenants,
@@ -79,23 +79,13 @@ class Prepared:
     result: t.Optional[t.Dict[str, t.Any]] = None
 
 
-class TenancyRunner:
-    """One tenants run, separate from AnsibleModule so unit tests can drive it with a fake client."""
+class TenancyRunner(InventoryRun):
+    """One tenants run (client, options, lock: ``InventoryRun``)."""
 
     def __init__(self, client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool = False,
                  diff: bool = False, sleep: t.Callable[[float], None] = time.sleep,
                  clock: t.Callable[[], float] = time.monotonic) -> None:
-        self.client = client
-        self.params = params
-        self.check_mode = check_mode
-        self.diff = diff
-        self.sleep = sleep
-        self.clock = clock
-        self.warnings: t.List[str] = []
-        # Called with every secret value read at run time (token_file, token_secret), so the module can register
-        # it with no_log_values before anything that could contain it is returned or logged.
-        self.secret_sink: t.Callable[[str], None] = lambda _value: None
-        self.run_lock = RunLock(client, params, check_mode, self.warnings, sleep=sleep, clock=clock)
+        super().__init__(client, params, check_mode=check_mode, diff=diff, sleep=sleep, clock=clock)
         self._admission_options: t.Optional[builders.AdmissionSettings] = None
 
     # -- inputs ---------------------------------------------------------------------------------------
@@ -255,7 +245,6 @@ class TenancyRunner:
 
     # -- the run --------------------------------------------------------------------------------------
     def run(self) -> t.Dict[str, t.Any]:
-        self.run_lock.client = self.client  # the module gives the client after construction (entry.run_module)
         try:
             return self._run()
         except ApiUnreachable as err:
@@ -388,12 +377,7 @@ class TenancyRunner:
             "drift": self.drift(unmanaged, drift_objects, prune, skipped=False),
         })
         out.setdefault("api_versions", {})["kueue.x-k8s.io"] = kueue_version
-        if nodes is not None:
-            out["capacity"] = model.capacity
-        lock = self.run_lock.report()
-        if lock:
-            out["lock"] = lock
-        return out
+        return self.finish(out, model.capacity, nodes is not None)
 
     def recheck(self, engine: ApplyEngine, state: LiveState, desired: t.List[Obj], scope: TenantsScope,
                 also: t.Sequence[t.Tuple[str, str]]) -> LiveState:
@@ -573,9 +557,7 @@ class TenancyRunner:
         }
         if self.diff:
             out["diff"] = []
-        if nodes is not None:
-            out["capacity"] = model.capacity
-        return out
+        return self.finish(out, model.capacity, nodes is not None)  # before the lock: none to report
 
     def recreate_moved_local_queues(self, desired: t.Sequence[t.Mapping[str, t.Any]], kueue_av: str,
                                     engine: ApplyEngine, state: LiveState) -> t.List[str]:
@@ -600,19 +582,10 @@ class TenancyRunner:
 
 # The module's options (besides the connection options of k8s_auth); documented in plugins/modules/tenants.py.
 TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
-    flavors=dict(type="list", elements="dict", default=[]),
-    cohorts=dict(type="list", elements="dict", default=[]),
-    priorities=dict(type="list", elements="dict", default=[]),
-    tenants=dict(type="list", elements="dict", default=[]),
-    prometheus=dict(type="dict", no_log=False),
-    openshift_ai=dict(type="dict"),
-    allow_overcommit=dict(type="bool", default=False),
-    check_capacity=dict(type="bool", default=True),
     delete_namespaces=dict(type="bool", default=False),
     drain_timeout=dict(type="int", default=600),
     limit_tenants=dict(type="list", elements="str"),
     platform=dict(type="str", choices=["auto", "kubernetes", "openshift"], default="auto"),
-    keda_namespace=dict(type="str"),
     admission=dict(type="dict", default={}, options=dict(
         platform_namespaces=dict(type="list", elements="str"),
         workload_controllers=dict(type="list", elements="str"),
@@ -622,10 +595,9 @@ TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
     )),
     kueue_frameworks=dict(type="list", elements="str"),
     concurrency=dict(type="int", default=8),
-    prune=dict(type="bool", default=False),
     allow_empty=dict(type="bool", default=False),
-    **RUN_LOCK_ARGUMENT_SPEC,
     adopt=dict(type="list", elements="str", default=[]),
+    **INVENTORY_RUN_ARGUMENT_SPEC,
     # gpuaas_clusters: a MultiKueue fleet (reconcile/fleet_runner.py); its credentials are registered by entry.py
     clusters=dict(type="dict", no_log=False),
 )

@@ -115,10 +115,10 @@ def _model():
     return TenantModel.from_inventory(inv, None)
 
 
-def _runner(**params):
+def _runner(client=None, **params):
     base = {k: v.get("default") for k, v in TENANTS_ARGUMENT_SPEC.items()}
     base.update(params)
-    return TenancyRunner(client=None, params=base)
+    return TenancyRunner(client=client, params=base)
 
 
 def test_tenants_module_option_drives_the_policy():
@@ -148,8 +148,7 @@ class _Cluster:
 
 
 def test_auto_resolves_by_the_served_kinds_as_the_kueue_role_does():
-    runner = _runner(kueue_frameworks=["auto"])
-    runner.client = _Cluster()
+    runner = _runner(_Cluster(), kueue_frameworks=["auto"])
     settings = runner.admission_settings("kubernetes")
     assert "ray.io/raycluster" not in settings.kueue_frameworks
     assert "jobset.x-k8s.io/jobset" in settings.kueue_frameworks
@@ -158,8 +157,7 @@ def test_auto_resolves_by_the_served_kinds_as_the_kueue_role_does():
     assert "'ray.io/RayCluster'" in _variables(policy)["isUnmanaged"]
     # on OpenShift, auto leaves out what the Red Hat operand cannot carry (as the kueue role does); the default
     # operator 1.4's enum has RayService (1.3's had not: kueue_integrations.OPENSHIFT_OPERAND_LIMITS)
-    everything = _runner(kueue_frameworks=["auto"])
-    everything.client = type("Everything", (), {"resource": lambda self, av, kind: object()})()
+    everything = _runner(type("Everything", (), {"resource": lambda self, av, kind: object()})(), kueue_frameworks=["auto"])
     assert "ray.io/rayservice" in everything.admission_settings("openshift").kueue_frameworks
     assert "ray.io/rayservice" in everything.admission_settings("kubernetes").kueue_frameworks
 

@@ -173,15 +173,6 @@ def test_pools_run_without_lock_rights_says_so():
     assert any("could not be taken (forbidden)" in w for w in runner.warnings)
 
 
-def test_the_lock_uses_the_client_given_after_construction():
-    """entry.run_module builds the runner with no client and sets it just before run(): the lock must use that one."""
-    kube = FakeKube(SERVED)
-    kube.add(machineset({"gpuaas.io/pool": "h100"}))
-    runner = NodePoolsRunner(None, params())
-    runner.client = kube
-    assert runner.run()["lock"]["lease"] == "Lease kube-system/gpuaas-tenants"
-
-
 def test_a_run_without_pools_and_without_prune_takes_no_lock():
     """It only reports drift: no write at all, not even the Lease (the tenants run after it may refuse with nothing
     written — tests/integration/test_brownfield.py checks that on the audit log)."""

@@ -14,11 +14,15 @@ import pytest
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock, LockLost
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import LiveState
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile import entry
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.run_lock import RunLock
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TenancyRunner
 
 import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
 from test_tenants import NODES, FakeClient, params, run
+from test_kueue_modules import run as run_module_main
+from ansible_collections.gpuaas.platform.plugins.modules import node_pools as node_pools_module
+from ansible_collections.gpuaas.platform.plugins.modules import tenants as tenants_module
+import test_node_pools_module  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
 
 LEASE_KEY = ("Lease", "kube-system", "gpuaas-tenants")
 SECOND_RUN = "awx-node-2/pid-7/awx-job-8"
@@ -141,9 +145,23 @@ def test_a_failed_renewal_stops_the_run_before_its_next_write_with_the_renewal_e
     assert all(c == ("apply", kind) for c in writes_after(client, mark))
 
 
-def test_the_lock_uses_the_client_given_after_construction():
-    """entry.run_module builds the runner with no client and sets it just before run(): the lock must use that one."""
-    client = FakeClient(NODES)
-    runner = TenancyRunner(None, params())
-    runner.client = client
-    assert runner.run()["lock"]["lease"] == "Lease kube-system/gpuaas-tenants"
+def tenants_module_run():
+    return FakeClient(NODES), tenants_module, params()
+
+
+def node_pools_module_run():
+    kube = test_node_pools_module.FakeKube(test_node_pools_module.SERVED)
+    kube.add(test_node_pools_module.machineset({"gpuaas.io/pool": "h100"}))
+    return kube, node_pools_module, test_node_pools_module.params()
+
+
+@pytest.mark.parametrize("module_run", [tenants_module_run, node_pools_module_run], ids=["tenants", "node_pools"])
+def test_the_module_makes_one_client_and_builds_its_runner_and_lock_with_it(monkeypatch, module_run):
+    """entry.run_module makes the client once, before the runner: the run and its Lease use that one client."""
+    client, module, args = module_run()
+    made = []
+    monkeypatch.setattr(entry, "get_client", lambda module: made.append(module) or client)
+    result = run_module_main(module, args)
+    assert len(made) == 1
+    assert result["lock"]["lease"] == "Lease kube-system/gpuaas-tenants"
+    assert [c for c in client.calls if c[1] == "Lease"]
