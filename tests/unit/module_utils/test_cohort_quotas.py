@@ -11,8 +11,10 @@ Expected objects and messages are written by hand from Kueue v0.19.2's Cohort AP
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
+import yaml
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import InventoryError, TenantModel
@@ -217,3 +219,17 @@ def test_a_flavor_only_a_cohort_names_is_imported_too():
     assert result.inventory["gpuaas_cohorts"] == [{"name": "dept", "quotas": [{"flavor": "l40s", "resources": {GPU: "3"}}]}]
     assert result.inventory["gpuaas_flavors"] == [{"name": "l40s"}]
     TenantModel.from_inventory(result.inventory)
+
+
+def test_the_department_budgets_example_fits_four_h100_nodes_and_not_three():
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+    path = os.path.join(root, "playbooks", "inventory", "examples", "department-budgets", "group_vars", "all", "tenants.yml")
+    with open(path) as handle:
+        inv = yaml.safe_load(handle)
+    node = {"labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, "allocatable": {GPU: "8"}}
+    nodes = [dict(node, name="h100-%d" % i) for i in range(4)]
+    model = TenantModel.from_inventory(inv, nodes)                            # research 20 + production 12 = 32
+    assert model.capacity == {"h100": {GPU: "32"}}
+    assert all(q.resources[GPU] == "0" for x in model.tenants for q in x.quotas)
+    found = problems(inv, nodes[:3])
+    assert len(found) == 1 and "quotas ask for 32 nvidia.com/gpu" in found[0] and "offer 24" in found[0]
