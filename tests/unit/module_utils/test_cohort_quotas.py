@@ -233,3 +233,14 @@ def test_the_department_budgets_example_fits_four_h100_nodes_and_not_three():
     assert all(q.resources[GPU] == "0" for x in model.tenants for q in x.quotas)
     found = problems(inv, nodes[:3])
     assert len(found) == 1 and "quotas ask for 32 nvidia.com/gpu" in found[0] and "offer 24" in found[0]
+
+
+def test_a_zero_quota_team_can_get_its_departments_budget_in_one_workload():
+    # OpenShift AI HardwareProfile maxCount: nlp-a has 0 of its own; its department nlp holds 10 (all of it) and the
+    # other department vision holds 6 of which it lends at most 2: 0 + 10 + 2 = 12.
+    from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.openshift_ai import max_count
+    model = TenantModel.from_inventory(department_inventory())
+    cohorts = {c.name: c for c in model.cohorts}
+    assert max_count(model.tenants[0], "h100", GPU, model.tenants, cohorts) == 12
+    # vision-a: its department's 6 and all of nlp's 10 (nlp sets no lending limit)
+    assert max_count(model.tenants[2], "h100", GPU, model.tenants, cohorts) == 16
