@@ -18,6 +18,7 @@ import yaml
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import InventoryError, TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.openshift_ai import max_count
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube import kueue_versions
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue, kueue_import, tenancy
@@ -238,7 +239,6 @@ def test_the_department_budgets_example_fits_four_h100_nodes_and_not_three():
 def test_a_zero_quota_team_can_get_its_departments_budget_in_one_workload():
     # OpenShift AI HardwareProfile maxCount: nlp-a has 0 of its own; its department nlp holds 10 (all of it) and the
     # other department vision holds 6 of which it lends at most 2: 0 + 10 + 2 = 12.
-    from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.openshift_ai import max_count
     model = TenantModel.from_inventory(department_inventory())
     cohorts = {c.name: c for c in model.cohorts}
     assert max_count(model.tenants[0], "h100", GPU, model.tenants, cohorts) == 12
