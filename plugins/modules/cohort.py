@@ -44,7 +44,7 @@ options:
         type: str
         required: true
       resources:
-        description: Nominal quota per resource, for example C({nvidia.com/gpu: 16}).
+        description: "Nominal quota per resource, for example C({nvidia.com/gpu: 16})."
         type: dict
         required: true
       borrowing_limit:
