@@ -31,6 +31,28 @@ options:
     description:
       - Shared quota of the cohort, on top of its member queues' quotas, in the same shape as a ClusterQueue's
         resource groups. Each flavor of a group lists a quota for every covered resource.
+  quotas:
+    description:
+      - Shared quota of the cohort in the inventory's words (C(gpuaas_cohorts[].quotas), the same as a tenant's
+        C(quotas)), validated and grouped exactly as the tenants role does. Mutually exclusive with
+        O(resource_groups).
+    type: list
+    elements: dict
+    suboptions:
+      flavor:
+        description: ResourceFlavor name.
+        type: str
+        required: true
+      resources:
+        description: "Nominal quota per resource, for example C({nvidia.com/gpu: 16})."
+        type: dict
+        required: true
+      borrowing_limit:
+        description: How much the cohort's subtree may borrow from the parent, per resource (needs O(parent)).
+        type: dict
+      lending_limit:
+        description: How much the cohort's subtree lends to the parent, per resource (needs O(parent)).
+        type: dict
   fair_sharing_weight:
     description:
       - Weight of the cohort in fair sharing among its siblings (a quantity, for example V(1)).
@@ -62,6 +84,15 @@ EXAMPLES = r"""
           - name: h100
             resources:
               - {name: nvidia.com/gpu, nominal_quota: 4, lending_limit: 2}
+
+- name: The same department budget, written as in the inventory (gpuaas_cohorts[].quotas)
+  gpuaas.platform.cohort:
+    name: research-nlp
+    parent: research
+    quotas:
+      - flavor: h100
+        resources: {nvidia.com/gpu: 4}
+        lending_limit: {nvidia.com/gpu: 2}
 
 - name: Remove it
   gpuaas.platform.cohort:
@@ -108,9 +139,13 @@ diff:
   elements: dict
 """
 
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quotas import COHORT_LIMITS_NEED, parse_quotas
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import Validator
 from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, cohort
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.tenancy import quota_resource_groups
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_options import RESOURCE_GROUPS_OPTION, drop_none
 
@@ -118,19 +153,40 @@ MODULE_SPEC = {
     "name": {"type": "str", "required": True},
     "parent": {"type": "str", "aliases": ["parent_name"]},
     "resource_groups": RESOURCE_GROUPS_OPTION,
+    "quotas": {"type": "list", "elements": "dict", "options": {
+        "flavor": {"type": "str", "required": True},
+        "resources": {"type": "dict", "required": True},
+        "borrowing_limit": {"type": "dict"},
+        "lending_limit": {"type": "dict"},
+    }},
     "fair_sharing_weight": {"type": "raw"},
 }
 
 
+def inventory_groups(params):
+    """``quotas`` (the inventory's words) -> resource groups, by the tenants role's parser and grouping."""
+    check = Validator()
+    quotas = [drop_none(q) for q in params["quotas"]]
+    parsed = parse_quotas(check, "", quotas, {q.get("flavor") for q in quotas}, params.get("parent"),
+                          COHORT_LIMITS_NEED.replace("gpuaas_cohorts[].parent", "parent"), cap_lending=False)
+    if check.errors:
+        raise ValidationError("Cohort %s: %d problem(s) in quotas" % (params["name"], len(check.errors)),
+                              hint="fix every listed quota and run again",
+                              problems=[p.lstrip(".") for p in check.errors])  # paths of the option: quotas[0]...
+    return quota_resource_groups(parsed)
+
+
 def build(params):
+    groups = inventory_groups(params) if params.get("quotas") else drop_none(params.get("resource_groups") or [])
     return cohort(params["name"], parent=params.get("parent"),
-                  resource_groups=drop_none(params.get("resource_groups") or []),
+                  resource_groups=groups,
                   fair_sharing_weight=params.get("fair_sharing_weight"),
                   labels=params.get("labels"), annotations=params.get("annotations"))
 
 
 def main():
-    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True)
+    module = GpuaasModule(argument_spec=argument_spec(MODULE_SPEC), supports_check_mode=True,
+                          mutually_exclusive=[("quotas", "resource_groups")])
     run_object_module(module, build, lambda p: ObjectRef(API_VERSION, "Cohort", p["name"]))
 
 

@@ -19,7 +19,8 @@ description:
     (LocalQueue C(default) everywhere means C(default_queue: true), other LocalQueues become C(queues)). The
     collection's own namespace labels, C(allowed_priorities) annotation and RoleBindings (C(access)) are read back
     too, so importing what the collection built gives back the inventory it was built from."
-  - Everything the inventory cannot express (a Cohort's shared quota, a ClusterQueue's namespace selector, stop
+  - A Cohort's shared quota (C(spec.resourceGroups)) becomes its C(quotas) in C(gpuaas_cohorts).
+  - Everything the inventory cannot express (a ClusterQueue's namespace selector, stop
     policy, flavor fungibility or admission checks, a LocalQueue's fair sharing, LocalQueues in system namespaces or
     of a ClusterQueue that is not imported, autoscaling) is reported as a warning and in RV(import_warnings), never dropped
     silently. The imported inventory is built again and compared with the live objects; each object the first

@@ -15,10 +15,9 @@ The expected admissions are the ones Kueue v0.19.2 (the lab's version) asserts i
 Kueue's test runs Workloads without pods and finishes evictions by hand; here they are batch Jobs (KWOK pods on the
 CPU nodes), so Kueue's job controller does the evictions itself.
 
-What the inventory cannot express, and how it is written instead (see the issue-14 report):
-* Scenario 2 holds the 12 CPUs in the root *Cohort* (``spec.resourceGroups``); ``gpuaas_cohorts`` has no quotas,
-  so a "bank" tenant (ClusterQueue with nominal 12, no workloads) directly under the root holds them. Its share is
-  0, so the fair-sharing arithmetic at every level is the same.
+How the scenarios are written:
+* Scenario 2 holds the 12 CPUs in the root *Cohort* (``spec.resourceGroups``), as Kueue's test does:
+  ``gpuaas_cohorts[].quotas`` (issue 26; until then a "bank" tenant under the root held them).
 * On a shared lab the tenants module runs with ``limit_tenants`` (a full reconcile would offboard everybody
   else's tenants), which applies only tenant objects; the scenario's flavor, cohorts and priority classes are
   applied from the same inventory with the collection's single-object modules.
@@ -57,6 +56,7 @@ PLAYBOOK = local_play("""
         name: "{{ item.name }}"
         parent: "{{ item.parent | default(omit) }}"
         fair_sharing_weight: "{{ item.fair_sharing_weight | default(omit) }}"
+        quotas: "{{ item.quotas | default(omit) }}"
         state: present
       loop: "{{ gpuaas_cohorts if fs_state == 'present' else [] }}"
     - name: Reconcile the scenario tenants
@@ -247,7 +247,8 @@ def test_weighted_hierarchy_gives_4_2_2_4(scenario, kube):
     inventory = {
         "gpuaas_flavors": [{"name": name("cpu")}],
         "gpuaas_cohorts": [
-            {"name": root},
+            # Kueue's test keeps the 12 CPUs in the root Cohort
+            {"name": root, "quotas": [{"flavor": name("cpu"), "resources": {"cpu": 12}}]},
             {"name": research, "parent": root},
             {"name": name("chemistry"), "parent": research},
             {"name": name("physics"), "parent": research},
@@ -256,20 +257,18 @@ def test_weighted_hierarchy_gives_4_2_2_4(scenario, kube):
         ],
         "gpuaas_priorities": [{"name": name("low"), "value": -1}, {"name": name("high"), "value": 100}],
         "gpuaas_tenants": [
-            # Kueue's test keeps the 12 CPUs in the root Cohort; the inventory has no cohort quotas (see above)
-            tenant("bank", 12, root),
             tenant("be", 0, name("best-effort"), priorities=both),
             tenant("chem", 0, name("chemistry"), lower, both),
             tenant("phys", 0, name("physics"), lower, both),
             tenant("llmq", 0, name("llm"), lower, both),
         ],
     }
-    bank, be, chem, phys, llm = scenario(inventory)
+    be, chem, phys, llm = scenario(inventory)
     for _attempt in range(6):
         submit(kube, be, 1, name("low"))
         submit(kube, phys, 1, name("low"))
-    expect_counts(kube, {bank: 0, be: 6, chem: 0, phys: 6, llm: 0}, "best-effort and physics use all 12")
+    expect_counts(kube, {be: 6, chem: 0, phys: 6, llm: 0}, "best-effort and physics use all 12")
     for _attempt in range(6):
         for q in (chem, phys, llm, be):   # Kueue's test: every queue in creation order
             submit(kube, q, 1, name("high"))
-    expect_counts(kube, {bank: 0, be: 4, chem: 2, phys: 2, llm: 4}, "high-priority work in every queue")
+    expect_counts(kube, {be: 4, chem: 2, phys: 2, llm: 4}, "high-priority work in every queue")

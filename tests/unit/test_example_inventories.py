@@ -21,8 +21,10 @@ LAB = REPO / "playbooks" / "inventory" / "lab"
 ROLES = ["platform", "gpu_operator", "kueue", "keda", "tenants", "validate", "observability", "automation_rbac"]
 SITES = ["kubernetes", "openshift"]
 # Examples that are an overlay of a site (the OpenShift AI tenancy, installed with examples/openshift): checked for
-# what every example promises (valid, declared, explained); their own content by tests/unit/module_utils/test_openshift_ai.py.
-OVERLAYS = ["openshift-ai", "multicluster"]
+# what every example promises (valid, declared, explained); their own content by tests/unit/module_utils/test_openshift_ai.py,
+# tests/unit/module_utils/test_cohort_quotas.py (department-budgets, installed with either site) and
+# tests/unit/modules/test_fleet_runner.py (multicluster).
+OVERLAYS = ["openshift-ai", "department-budgets", "multicluster"]
 KEY = re.compile(r"^(gpuaas_\w+):")
 
 # Settings that only make sense on the local lab (docs/lab.md) and must never be copied to a real cluster.

@@ -2,7 +2,9 @@
 # Copyright: (c) 2026, gpuaas.platform contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""A check across sections (flavors, tenants, node pools) and the nodes: do the nominal GPU quotas fit the cluster?
+"""A check across sections (flavors, cohorts, tenants, node pools) and the nodes: do the nominal GPU quotas fit the
+cluster? A cohort's quota is capacity handed out like a tenant's (its members may use it all at once), so it counts
+the same way.
 
 No I/O: the nodes are passed in, as ``{"name", "labels", "allocatable"}`` dicts read by the caller.
 """
@@ -13,7 +15,7 @@ import typing as t
 from decimal import Decimal
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import is_accelerator, parse_quantity
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import Flavor, NodePool, Tenant
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import Cohort, Flavor, NodePool, Quota, Tenant
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import Validator
 
 
@@ -72,22 +74,23 @@ def flavor_capacity(flavor: Flavor, nodes: t.Sequence[t.Mapping[str, t.Any]]) ->
 
 def check_capacity(check: Validator, flavors: t.Sequence[Flavor], tenants: t.Sequence[Tenant],
                    node_pools: t.Sequence[NodePool], nodes: t.Sequence[t.Mapping[str, t.Any]],
-                   allow_overcommit: bool) -> t.Dict[str, t.Dict[str, str]]:
-    """The sum of nominal accelerator quotas per flavor must fit the matching nodes' allocatable (a warning with
-    ``allow_overcommit``). Returns the capacity found, ``{flavor: {resource: amount}}``, for every flavor asked for."""
+                   allow_overcommit: bool, cohorts: t.Sequence[Cohort] = ()) -> t.Dict[str, t.Dict[str, str]]:
+    """The sum of nominal accelerator quotas per flavor (present tenants' and cohorts') must fit the matching nodes'
+    allocatable (a warning with ``allow_overcommit``). Returns the capacity found, ``{flavor: {resource: amount}}``,
+    for every flavor asked for."""
     by_flavor = {f.name: f for f in flavors}
     wanted: t.Dict[t.Tuple[str, str], Decimal] = {}
     where: t.Dict[t.Tuple[str, str], t.List[str]] = {}
-    for tenant in tenants:
-        if not tenant.present:
-            continue
-        for quota in tenant.quotas:
+    holders: t.List[t.Tuple[str, t.Sequence[Quota]]] = [(x.name, x.quotas) for x in tenants if x.present]
+    holders += [("cohort %s" % c.name, c.quotas) for c in cohorts]
+    for holder, quotas in holders:
+        for quota in quotas:
             for res, amount in quota.resources.items():
                 if not is_accelerator(res) or quota.flavor not in by_flavor:
                     continue
                 key = (quota.flavor, res)
                 wanted[key] = wanted.get(key, Decimal(0)) + parse_quantity(amount)
-                where.setdefault(key, []).append("%s=%s" % (tenant.name, amount))
+                where.setdefault(key, []).append("%s=%s" % (holder, amount))
     caps: t.Dict[str, t.Dict[str, Decimal]] = {}
     for (flavor, res), amount in sorted(wanted.items()):
         if flavor not in caps:

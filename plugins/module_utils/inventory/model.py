@@ -47,7 +47,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.clusters
     parse_clusters,
     worker_quotas,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.cohorts import COHORT_KEYS, parse_cohorts
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.cohorts import COHORT_KEYS, check_cohort_lending, parse_cohorts
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.flavors import FLAVOR_KEYS, parse_flavors
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.idle_reclaim import warn_unreclaimable_idle_quota
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.node_pools import (
@@ -174,12 +174,13 @@ class TenantModel:
         """Each section in the order its references need: a section reads only the names of those before it."""
         model = cls(allow_overcommit=bool(inventory.get("gpuaas_allow_overcommit", False)))
         model.flavors = parse_flavors(check, inventory.get("gpuaas_flavors"))
-        model.cohorts = parse_cohorts(check, inventory.get("gpuaas_cohorts"))
+        model.cohorts = parse_cohorts(check, inventory.get("gpuaas_cohorts"), {f.name for f in model.flavors})
         model.priorities = parse_priorities(check, inventory.get("gpuaas_priorities"))
         model.prometheus = parse_prometheus(check, inventory.get("gpuaas_prometheus"))
         model.tenants = parse_tenants(check, inventory.get("gpuaas_tenants"), {f.name for f in model.flavors},
                                       {c.name for c in model.cohorts}, {p.name for p in model.priorities},
                                       model.prometheus.url)
+        check_cohort_lending(check, model.cohorts, model.tenants)
         warn_top_priority_allowed(check, model.tenants, model.priorities)
         warn_unreclaimable_idle_quota(check, model.tenants, model.cohorts, model.priorities)
         model.openshift_ai = parse_openshift_ai(check, inventory.get("gpuaas_openshift_ai"))
@@ -187,9 +188,16 @@ class TenantModel:
         model.node_pools = parse_node_pools(check, inventory.get("gpuaas_node_pools"), model.flavors)
         if nodes is not None:
             model.capacity = check_capacity(check, model.flavors, model.tenants, model.node_pools, nodes,
-                                            model.allow_overcommit)
+                                            model.allow_overcommit, model.cohorts)
         model.fleet = parse_clusters(check, inventory.get("gpuaas_clusters"), model.flavors, model.tenants,
                                      model.allow_overcommit)
+        if model.fleet is not None:
+            for i, cohort in enumerate(model.cohorts):
+                if cohort.quotas:
+                    check.err("gpuaas_cohorts[%d].quotas" % i,
+                              "cohort quotas are not supported with gpuaas_clusters (MultiKueue): the fleet splits each "
+                              "tenant's quota across the workers, not a cohort's; give the quota to the tenants of "
+                              "cohort %s instead (docs/multicluster.md)" % cohort.name)
         model.warnings = check.warnings
         return model
 

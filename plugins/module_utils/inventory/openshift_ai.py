@@ -25,7 +25,8 @@ workload to a LocalQueue of the workload's own tenant: profiles are a convenienc
 
 The counts: ``maxCount`` is what one workload of the tenant can get of that flavor — the nominal quota plus the
 borrowing limit, or, in a cohort without a borrowing limit, plus what the other tenants of the cohort tree can lend
-(their lending limit, else their nominal quota); ``minCount`` and ``defaultCount`` are 1 GPU. CPU and memory
+(their lending limit, else their nominal quota) and the cohorts' own quotas (all of an ancestor's, at most the lending
+limit of another's); ``minCount`` and ``defaultCount`` are 1 GPU. CPU and memory
 identifiers are added when the flavor's quota lists them (min and default from this section, max as above).
 """
 
@@ -135,6 +136,21 @@ def max_count(tenant: Tenant, flavor: str, resource: str, tenants: t.Sequence[Te
         for theirs in other.quotas:
             if theirs.flavor == flavor and resource in theirs.resources:
                 total += parse_quantity(theirs.lending_limit.get(resource, theirs.resources[resource]))
+    # cohorts' own quota (department budgets) in the tree: all of an ancestor's, a lending limit caps the others'
+    ancestors: t.Set[str] = set()
+    name: t.Optional[str] = tenant.cohort
+    while name is not None and name not in ancestors:
+        ancestors.add(name)
+        name = cohorts[name].parent if name in cohorts else None
+    for cohort in cohorts.values():
+        if _cohort_root(cohort.name, cohorts) != root:
+            continue
+        for theirs in cohort.quotas:
+            if theirs.flavor == flavor and resource in theirs.resources:
+                nominal = parse_quantity(theirs.resources[resource])
+                if cohort.name not in ancestors and resource in theirs.lending_limit:
+                    nominal = min(nominal, parse_quantity(theirs.lending_limit[resource]))
+                total += nominal
     return total
 
 

@@ -24,12 +24,25 @@ PREEMPTION_KEYS = ("reclaim_within_cohort", "within_cluster_queue", "borrow_with
 BORROW_KEYS = ("policy", "max_priority_threshold")
 
 
-def parse_quotas(check: Validator, tenant_path: str, value: t.Any, flavors: t.Set[str],
-                 cohort: t.Optional[str]) -> t.List[Quota]:
-    """One quota per flavor; borrowing and lending limits need a cohort and a nominal quota to limit."""
+# Why a quota's borrowing/lending limits cannot be set, per owner: Kueue's webhook refuses them on a ClusterQueue
+# without a cohort and on a Cohort without a parent (there is nothing to borrow from or lend to).
+TENANT_LIMITS_NEED = "needs the tenant to be in a cohort (set gpuaas_tenants[].cohort)"
+COHORT_LIMITS_NEED = ("needs the cohort to have a parent: a Cohort's limits bound what its subtree borrows from and lends "
+                      "to its parent, and Kueue refuses them on a root Cohort (set gpuaas_cohorts[].parent)")
+
+
+def parse_quotas(check: Validator, owner_path: str, value: t.Any, flavors: t.Set[str],
+                 limits_allowed: t.Optional[str], limits_need: str = TENANT_LIMITS_NEED,
+                 cap_lending: bool = True) -> t.List[Quota]:
+    """One quota per flavor of a tenant (``gpuaas_tenants[i]``) or a cohort (``gpuaas_cohorts[i]``).
+
+    Borrowing and lending limits need ``limits_allowed`` (the tenant's cohort, the cohort's parent; ``limits_need``
+    says so otherwise) and a nominal quota of the resource. ``cap_lending``: a lending limit may not exceed the
+    nominal quota (a ClusterQueue's rule; a Cohort's subtree may lend its members' quota too, checked across the
+    tree by ``cohorts.check_cohort_lending``)."""
     out: t.List[Quota] = []
     seen: t.Dict[str, int] = {}
-    for k, path, data in check.items(tenant_path + ".quotas", value, QUOTA_KEYS):
+    for k, path, data in check.items(owner_path + ".quotas", value, QUOTA_KEYS):
         flavor = data.get("flavor")
         if not flavor:
             check.err(path + ".flavor", "is required")
@@ -46,13 +59,13 @@ def parse_quotas(check: Validator, tenant_path: str, value: t.Any, flavors: t.Se
         borrowing = resource_map(check, path + ".borrowing_limit", data.get("borrowing_limit"))
         lending = resource_map(check, path + ".lending_limit", data.get("lending_limit"))
         for label, limits in (("borrowing_limit", borrowing), ("lending_limit", lending)):
-            if limits and not cohort:
-                check.err("%s.%s" % (path, label), "%s needs the tenant to be in a cohort (set gpuaas_tenants[].cohort)" % label)
+            if limits and not limits_allowed:
+                check.err("%s.%s" % (path, label), "%s %s" % (label, limits_need))
             for res in limits:
                 if res not in resources:
                     check.err("%s.%s.%s" % (path, label, res), "resource %r has no nominal quota in resources" % res)
         for res, limit in lending.items():
-            if res in resources and lends_above_nominal(limit, resources[res]):
+            if cap_lending and res in resources and lends_above_nominal(limit, resources[res]):
                 check.err("%s.lending_limit.%s" % (path, res),
                           "lending limit %s is above the nominal quota %s" % (limit, resources[res]))
         out.append(Quota(str(flavor), resources, borrowing, lending))

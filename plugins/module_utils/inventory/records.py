@@ -27,6 +27,8 @@ class Cohort:
     name: str
     parent: t.Optional[str] = None
     fair_sharing_weight: t.Optional[str] = None
+    # shared quota of the cohort (spec.resourceGroups), on top of its members' nominal quotas
+    quotas: t.List["Quota"] = field(default_factory=list)
 
 
 @dataclass

@@ -82,6 +82,34 @@ def cohort_parent_field(client: t.Any, version: str) -> str:
     return "parentName"
 
 
+def cohort_quota_unsupported(client: t.Any, version: str) -> t.Optional[str]:
+    """Why the cluster cannot hold a Cohort's ``spec.resourceGroups`` (shared quota), or None when it can.
+
+    Every Cohort API Kueue has served holds them (v1alpha1 from v0.9, v1beta1, v1beta2); before v0.9 there is no
+    Cohort kind at all (a cohort is only a name on ClusterQueues). A served schema without the field (a vendor
+    build) would prune it silently, so the CRD is read when the caller may (else the served kind is trusted).
+    """
+    cohort_version = cohort_api_version(client, version)
+    try:
+        client.resource("%s/%s" % (KUEUE_GROUP, cohort_version), "Cohort")
+    except Exception:  # noqa: BLE001 - GpuaasError "not served"
+        return ("the cluster serves no Kueue Cohort API (%s/%s Cohort); Kueue before v0.9 knows a cohort only as a "
+                "name on ClusterQueues, which cannot hold quota" % (KUEUE_GROUP, cohort_version))
+    try:
+        crd = client.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition").get("cohorts.%s" % KUEUE_GROUP)
+    except Exception:  # noqa: BLE001 - no permission to read CRDs: the served kind is trusted
+        return None
+    for ver in ((crd or {}).get("spec") or {}).get("versions") or []:
+        if ver.get("name") != cohort_version:
+            continue
+        props = (((((ver.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {})
+                  .get("spec") or {}).get("properties") or {})
+        if props and "resourceGroups" not in props:
+            return ("the cluster's Cohort API %s/%s has no spec.resourceGroups in its schema: the API server would "
+                    "drop the quota without an error" % (KUEUE_GROUP, cohort_version))
+    return None
+
+
 def convert_for_version(obj: t.Mapping[str, t.Any], version: str,
                         cohort_parent_field: str = "parentName") -> t.Dict[str, t.Any]:
     """A copy of the v1beta2-shaped Kueue ``obj`` for API ``version`` (non-Kueue objects are returned unchanged)."""

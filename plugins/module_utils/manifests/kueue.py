@@ -187,8 +187,11 @@ def _label_selector(problems: t.List[str], where: str, selector: t.Any) -> t.Dic
 # -- resource groups (ClusterQueue and Cohort) --------------------------------------------------------------
 
 def build_resource_groups(groups: t.Optional[t.Sequence[t.Mapping[str, t.Any]]], problems: t.List[str], where: str,
-                          allow_limits: bool, limits_reason: str) -> t.List[t.Dict[str, t.Any]]:
+                          allow_limits: bool, limits_reason: str, cap_lending: bool = True) -> t.List[t.Dict[str, t.Any]]:
     """Validate and build ``resourceGroups``.
+
+    ``cap_lending``: a lending limit may not exceed the nominal quota (Kueue's rule for a ClusterQueue; a Cohort's
+    lending limit bounds its whole subtree, so Kueue lets it exceed the Cohort's own nominal quota).
 
     Each group: ``covered_resources`` (optional: derived from the first flavor's resources) and
     ``flavors`` [{name, resources: [{name, nominal_quota, borrowing_limit, lending_limit}]}]. A flavor's
@@ -291,7 +294,7 @@ def build_resource_groups(groups: t.Optional[t.Sequence[t.Mapping[str, t.Any]]],
                     lq = _check_quantity(problems, "%s lending_limit" % rw, lending)
                     if not allow_limits:
                         problems.append("%s: lending_limit is set but %s" % (rw, limits_reason))
-                    if lq is not None and lends_above_nominal(lending, nominal):
+                    if cap_lending and lq is not None and lends_above_nominal(lending, nominal):
                         problems.append("%s: lending_limit %s is above nominal_quota %s; a queue can only lend "
                                         "what it has" % (rw, lending, nominal))
                     entry["lendingLimit"] = normalize_quantity(lending)
@@ -403,7 +406,7 @@ def cohort(name: str, parent: t.Optional[str] = None, resource_groups: t.Optiona
         spec["parentName"] = parent
     rgs = build_resource_groups(groups, problems, what, allow_limits=bool(parent),
                                 limits_reason="borrowing/lending limits of a Cohort apply towards its parent and it "
-                                              "has no parent (set parent)")
+                                              "has no parent (set parent)", cap_lending=False)
     if rgs:
         spec["resourceGroups"] = rgs
     fs = _fair_sharing(problems, what, fair_sharing_weight)

@@ -12,7 +12,8 @@ LocalQueues, WorkloadPriorityClasses, plus the namespaces and the collection's R
 * one tenant per ClusterQueue (named like it, as ``tenancy.cluster_queue`` names the queue like the tenant), whose
   namespaces are those of the LocalQueues pointing at it; LocalQueue ``default`` in every namespace means
   ``default_queue: true``, other LocalQueues become ``queues``;
-* what the inventory cannot express (a Cohort's shared quota, a ClusterQueue's namespace selector, stop policy,
+* a Cohort's shared quota (``spec.resourceGroups``) becomes its ``quotas``, read like a ClusterQueue's;
+* what the inventory cannot express (a ClusterQueue's namespace selector, stop policy,
   flavor fungibility or admission checks, a LocalQueue's fair sharing ...) is a warning, never silently dropped;
 * values equal to Kueue's defaults (``kueue_values.CLUSTER_QUEUE_DEFAULTS``) are left out, so importing what the
   collection built gives back the inventory it was built from (lists in name order);
@@ -58,7 +59,7 @@ IMPORTED_KUEUE_KINDS = ("ResourceFlavor", "Cohort", "WorkloadPriorityClass", "Cl
 _CQ_FIELDS = ("cohortName", "resourceGroups", "namespaceSelector", "queueingStrategy", "preemption", "fairSharing",
               "stopPolicy", "flavorFungibility")
 _FLAVOR_FIELDS = ("nodeLabels", "nodeTaints", "tolerations", "topologyName")
-_COHORT_FIELDS = ("parentName", "fairSharing")
+_COHORT_FIELDS = ("parentName", "fairSharing", "resourceGroups")
 _LQ_FIELDS = ("clusterQueue",)
 # Namespace labels the tenancy builders set themselves (not tenants[].labels).
 _BUILT_NAMESPACE_LABELS = (MANAGED_BY_LABEL, COMPONENT_LABEL, TENANT_LABEL, tenancy.SUGGESTED_QUEUE_LABEL,
@@ -147,6 +148,9 @@ class _Importer:
             weight = _weight(spec)
             if weight is not None:
                 entry["fair_sharing_weight"] = weight
+            quotas = self.quotas(spec.get("resourceGroups") or [])
+            if quotas:
+                entry["quotas"] = quotas
             self.unexpressed(obj, sorted(k for k in spec if k not in _COHORT_FIELDS), _name(obj))
             out[entry["name"]] = entry
         # Kueue lets a ClusterQueue or a Cohort name a cohort that has no object; the inventory needs one.
@@ -417,8 +421,8 @@ def import_inventory(objects: t.Mapping[str, t.Sequence[t.Mapping[str, t.Any]]])
         tenant = imp.tenant(cq, by_cq.get(_name(cq), {}), defaults)
         if tenant is not None:
             tenants.append(tenant)
-    flavors = imp.flavors({q["flavor"] for x in tenants for q in x["quotas"]})
     cohorts = imp.cohorts({x["cohort"] for x in tenants if x.get("cohort")})
+    flavors = imp.flavors({q["flavor"] for x in tenants + cohorts for q in x.get("quotas") or []})
     inventory = {"gpuaas_flavors": flavors, "gpuaas_cohorts": cohorts, "gpuaas_priorities": priorities,
                  "gpuaas_tenants": tenants}
     imp.check(inventory)

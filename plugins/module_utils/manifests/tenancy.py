@@ -46,6 +46,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.admissio
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, add_ownership
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import (
+    Quota,
     Tenant,
     TenantModel,
     tenant_priorities,
@@ -104,8 +105,11 @@ def resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]] = No
                                  tolerations=tolerations or None, topology_name=topology_name, labels=labels_for())
 
 
-def cohort(name: str, parent: t.Optional[str] = None, fair_sharing_weight: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    return kueue.cohort(name, parent=parent, fair_sharing_weight=fair_sharing_weight, labels=labels_for())
+def cohort(name: str, parent: t.Optional[str] = None, fair_sharing_weight: t.Optional[str] = None,
+           quotas: t.Sequence[Quota] = ()) -> t.Dict[str, t.Any]:
+    """A Cohort; ``quotas`` (the cohort's shared pool) become its resourceGroups, grouped as a tenant's are."""
+    return kueue.cohort(name, parent=parent, fair_sharing_weight=fair_sharing_weight,
+                        resource_groups=quota_resource_groups(quotas) or None, labels=labels_for())
 
 
 def workload_priority_class(name: str, value: int, description: t.Optional[str] = None) -> t.Dict[str, t.Any]:
@@ -113,14 +117,19 @@ def workload_priority_class(name: str, value: int, description: t.Optional[str] 
 
 
 def resource_groups(tenant: Tenant) -> t.List[t.Dict[str, t.Any]]:
-    """Kueue resourceGroups for a tenant's quotas.
+    """Kueue resourceGroups for a tenant's quotas (``quota_resource_groups``)."""
+    return quota_resource_groups(tenant.quotas)
+
+
+def quota_resource_groups(quotas: t.Sequence[Quota]) -> t.List[t.Dict[str, t.Any]]:
+    """Kueue resourceGroups (builder words) for the quotas of a tenant's ClusterQueue or of a Cohort.
 
     Kueue wants every resource in exactly one group and every flavor of a group to list exactly the
     group's covered resources. Flavors sharing a resource are grouped together (connected components,
     inventory order kept); a flavor that lacks one of its group's resources gets a quota of 0 for it.
     """
     groups: t.List[t.Dict[str, t.Any]] = []  # each: {"resources": [..], "quotas": [Quota]}
-    for quota in tenant.quotas:
+    for quota in quotas:
         names = list(quota.resources)
         touching = [g for g in groups if set(g["resources"]) & set(names)]
         if touching:
@@ -138,7 +147,7 @@ def resource_groups(tenant: Tenant) -> t.List[t.Dict[str, t.Any]]:
             if res not in merged["resources"]:
                 merged["resources"].append(res)
         merged["quotas"].append(quota)
-    order = {q.flavor: i for i, q in enumerate(tenant.quotas)}
+    order = {q.flavor: i for i, q in enumerate(quotas)}
     out = []
     for group in groups:
         flavors = []
@@ -289,7 +298,7 @@ def shared_objects(model: TenantModel, prometheus_token: t.Optional[str] = None,
     objs: t.List[t.Dict[str, t.Any]] = []
     objs.extend(resource_flavor(f.name, f.node_labels, f.node_taints, f.tolerations, f.topology_name)
                 for f in model.flavors)
-    objs.extend(cohort(c.name, c.parent, c.fair_sharing_weight) for c in model.cohorts)
+    objs.extend(cohort(c.name, c.parent, c.fair_sharing_weight, c.quotas) for c in model.cohorts)
     objs.extend(workload_priority_class(p.name, p.value, p.description) for p in model.priorities)
     if model.present_tenants:
         objs.append(queue_reader_cluster_role())

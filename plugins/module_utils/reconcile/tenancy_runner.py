@@ -32,6 +32,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validato
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, ApiUnreachable, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.barrier import Barrier, dry_run_refusal
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kueue_versions import cohort_quota_unsupported
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import LiveState
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, adoption_name, tenant_of
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
@@ -191,6 +192,21 @@ class TenancyRunner(InventoryRun):
                      "gpuaas_openshift_ai.hardware_profiles: false (and hardware_profiles: false on tenants that "
                      "set it)" % openshift_ai.HWP_V)
 
+    def check_cohort_quotas_served(self, model: TenantModel, kueue_version: str, limit: t.Optional[t.Any]) -> None:
+        """Cohort quotas on a cluster whose Kueue cannot hold them stop the run before any write (with
+        ``limit_tenants`` no Cohort is applied, so nothing is asked of the cluster)."""
+        holders = ["gpuaas_cohorts[%d].quotas (%s)" % (i, c.name) for i, c in enumerate(model.cohorts) if c.quotas]
+        if not holders or limit is not None:
+            return
+        reason = cohort_quota_unsupported(self.client, kueue_version)
+        if reason:
+            raise GpuaasError(
+                "%s; the inventory gives cohorts quota (%s), so nothing was changed" % (reason, ", ".join(holders)),
+                hint="upgrade Kueue to a release serving Cohort resourceGroups (v0.9 or later; v0.11 or later for fair "
+                     "sharing in a cohort tree), or move the cohort quotas to tenants (a tenant with the budget and "
+                     "no workloads, whose quota the cohort's other members borrow)",
+                details={"reason": "CohortQuotaUnsupported"})
+
     def check_platform_namespaces(self, model: TenantModel) -> None:
         """A tenant namespace the admission policy exempts would be unguarded (issue 22 item 6): the inventory's
         platform namespaces (gpuaas_admission.platform_namespaces, else the default the parser already checks)
@@ -282,6 +298,7 @@ class TenancyRunner(InventoryRun):
                              list_selector=tenants_selector(limit) if limit is not None else None)
         kueue_version = engine.kueue_version()
         kueue_av = "kueue.x-k8s.io/%s" % kueue_version
+        self.check_cohort_quotas_served(model, kueue_version, limit)
 
         # Built once, with a stand-in for the Prometheus credential: which objects are desired does not depend on
         # its value, which is read (a token file, a Secret) under the lock and filled in then (with_credential).

@@ -22,6 +22,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 CONTRACT = {
     ("gpuaas_flavors",): model.FLAVOR_KEYS,
     ("gpuaas_cohorts",): model.COHORT_KEYS,
+    ("gpuaas_cohorts", "quotas"): model.QUOTA_KEYS,
     ("gpuaas_priorities",): model.PRIORITY_KEYS,
     ("gpuaas_prometheus",): model.PROMETHEUS_KEYS,
     ("gpuaas_prometheus", "token_secret"): model.TOKEN_SECRET_KEYS,

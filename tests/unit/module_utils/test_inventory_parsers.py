@@ -122,9 +122,20 @@ def test_a_section_parser_reads_its_section_alone():
     assert found == [records.Flavor("h100", {"nvidia.com/gpu.product": "H100"})]
     assert check.errors == []
     check = Validator()
-    assert cohorts.parse_cohorts(check, [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}])
+    assert cohorts.parse_cohorts(check, [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}], flavors=set())
     assert check.errors == ["gpuaas_cohorts[0].parent: cohort cycle a -> b -> a; a cohort tree must end at a root "
                             "without parent"]
+
+
+def test_the_cohort_parser_takes_the_flavor_names_its_quotas_may_refer_to():
+    check = Validator()
+    parsed = cohorts.parse_cohorts(check, [{"name": "dept", "quotas": [{"flavor": "h100", "resources": {"cpu": 4}}]}],
+                                   flavors={"h100"})
+    assert check.errors == []
+    assert parsed == [records.Cohort("dept", None, None, [records.Quota("h100", {"cpu": "4"})])]
+    check = Validator()
+    cohorts.parse_cohorts(check, [{"name": "dept", "quotas": [{"flavor": "h100", "resources": {"cpu": 4}}]}], flavors=set())
+    assert check.errors == ["gpuaas_cohorts[0].quotas[0].flavor: unknown flavor 'h100'; defined: none defined"]
 
 
 def test_the_tenant_parser_takes_the_names_it_may_refer_to():

@@ -173,12 +173,13 @@ def test_a_hand_made_setup_imports_to_a_valid_inventory_and_every_loss_is_a_warn
                                   "borrowing_limit": {"nvidia.com/gpu": "2"}}]}
     assert inv["gpuaas_tenants"][1]["default_queue"] is False
     assert inv["gpuaas_tenants"][1]["queues"] == [{"name": "q"}]
-    assert inv["gpuaas_cohorts"] == [{"name": "implicit"}, {"name": "root"}]
+    # the root Cohort's own quota comes back as its quotas (issue 26; it was a warning before)
+    assert inv["gpuaas_cohorts"] == [{"name": "implicit"},
+                                     {"name": "root", "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": "4"}}]}]
     assert inv["gpuaas_flavors"] == [{"name": "h100", "node_labels": {"pool": "h100"}}, {"name": "l40s"}]
     assert inv["gpuaas_priorities"] == [{"name": "urgent", "value": 500}]
     text = "\n".join(result.warnings)
-    for expected in ("Cohort root: spec.resourceGroups cannot be expressed",
-                     "ClusterQueue team-b: spec.stopPolicy cannot be expressed",
+    for expected in ("ClusterQueue team-b: spec.stopPolicy cannot be expressed",
                      "ClusterQueue team-b: spec.admissionChecksStrategy cannot be expressed",
                      "ClusterQueue team-b admits workloads of the namespaces selected by {}",
                      "LocalQueue team-b-ns/q: spec.fairSharing cannot be expressed",
@@ -191,6 +192,7 @@ def test_a_hand_made_setup_imports_to_a_valid_inventory_and_every_loss_is_a_warn
                      "ClusterQueue team-b: the imported inventory builds a different spec"):
         assert expected in text, expected
     assert "ClusterQueue team-a admits" not in text  # its selector is the tenant label: nothing to say
+    assert "Cohort root" not in text  # its quota is imported, and builds the same spec
     assert "ClusterQueue team-a: the imported inventory builds a different spec" not in text
     # team-a-ns carries the tenant label already (handed over); team-b-ns does not
     assert sorted(result.adopt) == ["ClusterQueue/lonely", "ClusterQueue/team-a", "ClusterQueue/team-b", "Cohort/root",

@@ -161,3 +161,25 @@ def test_kueue_info_reports_usage_and_cohort_tree(cluster):
     assert [c["name"] for c in only["cluster_queues"]] == ["team-a"]
     assert [c["name"] for c in only["cohorts"]] == ["nlp"]
     assert "local_queues" not in only
+
+
+def test_cohort_quotas_in_the_inventorys_words(cluster):
+    args = {"name": "dept", "parent": "org",
+            "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 4, "cpu": 32}, "lending_limit": {"nvidia.com/gpu": 6}}]}
+    created = run(cohort, args)
+    # a Cohort may lend more than its own nominal quota (its subtree's), unlike a ClusterQueue
+    assert created["result"]["spec"] == {"parentName": "org", "resourceGroups": [
+        {"coveredResources": ["nvidia.com/gpu", "cpu"], "flavors": [{"name": "h100", "resources": [
+            {"name": "nvidia.com/gpu", "nominalQuota": "4", "lendingLimit": "6"}, {"name": "cpu", "nominalQuota": "32"}]}]}]}
+    assert not run(cohort, args)["changed"]
+    root = {"name": "org", "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": -1}, "borrowing_limit": {"cpu": 1}}]}
+    calls = len(cluster.calls)
+    failed = run(cohort, root, fail=True)
+    assert failed["problems"] == [
+        "quotas[0].resources.nvidia.com/gpu: must not be negative, got -1",
+        "quotas[0].borrowing_limit: borrowing_limit needs the cohort to have a parent: a Cohort's limits bound what its "
+        "subtree borrows from and lends to its parent, and Kueue refuses them on a root Cohort (set parent)",
+        "quotas[0].borrowing_limit.cpu: resource 'cpu' has no nominal quota in resources"]
+    assert len(cluster.calls) == calls
+    both = run(cohort, dict(args, resource_groups=[{"flavors": [{"name": "h100", "resources": {"cpu": 1}}]}]), fail=True)
+    assert "mutually exclusive" in both["msg"]
