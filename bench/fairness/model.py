@@ -29,13 +29,17 @@ class Node:
     weight: float = 1.0
     parent: Optional[str] = None
     tenant: bool = False
-    nominal: Dict[str, float] = field(default_factory=dict)   # pool (flavor) -> nominal quota (tenants only)
+    # pool (flavor) -> nominal quota: a tenant's, or a cohort's own (gpuaas_cohorts[].quotas, Cohort resourceGroups)
+    nominal: Dict[str, float] = field(default_factory=dict)
     children: List["Node"] = field(default_factory=list)
 
     def guaranteed(self, pool: str) -> float:
+        """The nominal quota of the subtree: a cohort's own quota belongs to it and is shared by its children by
+        weight, so it counts for the cohort but is no child's guarantee."""
+        own = self.nominal.get(pool, 0.0)
         if self.tenant:
-            return self.nominal.get(pool, 0.0)
-        return sum(c.guaranteed(pool) for c in self.children)
+            return own
+        return own + sum(c.guaranteed(pool) for c in self.children)
 
     def tenants(self) -> List["Node"]:
         if self.tenant:
@@ -107,17 +111,23 @@ def tree_from_inventory(inventory: Mapping[str, Any]) -> Tree:
         w = c.get("fair_sharing_weight")
         cohorts[c["name"]] = Node(c["name"], 1.0 if w is None else _number(w), c.get("parent"))
     pools: Dict[str, str] = {}
+
+    def add_quotas(node: Node, quotas: Any) -> None:
+        for q in quotas or []:
+            for res, amount in (q.get("resources") or {}).items():
+                if res.startswith(("nvidia.com/", "amd.com/", "gpu.intel.com/")):
+                    pools.setdefault(q["flavor"], res)
+                    node.nominal[q["flavor"]] = node.nominal.get(q["flavor"], 0.0) + _number(amount)
+
+    for c in inventory.get("gpuaas_cohorts") or []:
+        add_quotas(cohorts[c["name"]], c.get("quotas"))
     tenants: Dict[str, Node] = {}
     for t in inventory.get("gpuaas_tenants") or []:
         if t.get("state", "present") != "present":
             continue
         w = t.get("fair_sharing_weight")
         node = Node(t["name"], 1.0 if w is None else _number(w), t.get("cohort"), tenant=True)
-        for q in t.get("quotas") or []:
-            for res, amount in (q.get("resources") or {}).items():
-                if res.startswith(("nvidia.com/", "amd.com/", "gpu.intel.com/")):
-                    pools.setdefault(q["flavor"], res)
-                    node.nominal[q["flavor"]] = node.nominal.get(q["flavor"], 0.0) + _number(amount)
+        add_quotas(node, t.get("quotas"))
         tenants[node.name] = node
     roots: List[Node] = []
     for node in list(cohorts.values()) + list(tenants.values()):

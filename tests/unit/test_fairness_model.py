@@ -56,18 +56,19 @@ def test_waterfill_weight_zero_gets_only_what_nobody_else_wants():
 def test_entitlements_reproduce_kueue_hierarchical_4_2_2_4():
     # Kueue v0.19.2 fair_sharing_test.go "preempts workloads to enforce fair share": 12 CPUs in root;
     # best-effort (0.5) under root; chemistry, physics, llm (2.0) under research under root; all queues 0 quota.
-    # Here the 12 are held by a "bank" tenant under root that demands nothing.
-    # root: best-effort 0.5*lam, research 1*lam, bank 0 -> 1.5 lam = 12 -> lam = 8: best-effort 4, research 8;
+    # Here the 12 are the root Cohort's own quota (gpuaas_cohorts[].quotas), as in Kueue's test.
+    # root: best-effort 0.5*lam, research 1*lam -> 1.5 lam = 12 -> lam = 8: best-effort 4, research 8;
     # research: lam + lam + 2 lam = 8 -> lam = 2: chemistry 2, physics 2, llm 4.
-    cohorts = [{"name": "root"}, {"name": "research", "parent": "root"},
+    cohorts = [{"name": "root", "quotas": [{"flavor": "gpu", "resources": {"nvidia.com/gpu": 12}}]},
+               {"name": "research", "parent": "root"},
                {"name": "best-effort", "parent": "root", "fair_sharing_weight": 0.5},
                {"name": "chemistry", "parent": "research"}, {"name": "physics", "parent": "research"},
                {"name": "llm", "parent": "research", "fair_sharing_weight": 2}]
-    tenants = [tenant("bank", 12, "root"), tenant("be", 0, "best-effort"), tenant("chem", 0, "chemistry"),
+    tenants = [tenant("be", 0, "best-effort"), tenant("chem", 0, "chemistry"),
                tenant("phys", 0, "physics"), tenant("llmq", 0, "llm")]
     tree = model.tree_from_inventory(inv(tenants, cohorts))
-    got = model.entitlements(tree, "gpu", {"bank": 0, "be": 12, "chem": 12, "phys": 12, "llmq": 12})
-    assert got == pytest.approx({"bank": 0.0, "be": 4.0, "chem": 2.0, "phys": 2.0, "llmq": 4.0})
+    got = model.entitlements(tree, "gpu", {"be": 12, "chem": 12, "phys": 12, "llmq": 12})
+    assert got == pytest.approx({"be": 4.0, "chem": 2.0, "phys": 2.0, "llmq": 4.0})
 
 
 def test_entitlements_without_cohort_are_the_nominal_quota():
