@@ -52,8 +52,8 @@ def versions_env(name: str) -> str:
 
 
 def minor(text: str) -> tuple[int, int]:
-    major, minor_, *_ = (int(x) for x in re.findall(r"\d+", text)[:2] + ["0"])
-    return major, minor_
+    numbers = [int(x) for x in re.findall(r"\d+", text)[:2] + ["0"]]
+    return numbers[0], numbers[1]
 
 
 def test_ansible_core_floor_is_the_runtime_and_every_role():
@@ -106,8 +106,8 @@ def test_operator_channels_and_charts_are_the_roles_defaults(component, role, ch
     row = table()[component]
     assert row["supported"].endswith("channel %s" % role_default(role, channel)), row
     if chart:
-        assert role_default(role, chart) == "" and row["supported"].startswith(("KEDA chart: newest unless pinned",
-                                                                                 "chart: newest unless pinned"))
+        pinned = ("KEDA chart: newest unless pinned", "chart: newest unless pinned")
+        assert role_default(role, chart) == "" and row["supported"].startswith(pinned)
     assert channel in row["from"] and (chart is None or chart in row["from"])
 
 

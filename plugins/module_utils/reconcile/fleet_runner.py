@@ -106,7 +106,8 @@ class ClusterRun(TenancyRunner):
         """The manager's kubeconfig Secrets, built before the workers were written, get the workers' tokens (in the
         desired objects and in the state's prepared copies, as with_credential fills the Prometheus credential)."""
         fleet = self.fleet_model.fleet
-        assert fleet is not None
+        if fleet is None:  # a ClusterRun is only made from a model with gpuaas_clusters
+            raise AssertionError("a fleet cluster run without gpuaas_clusters")
         namespace = fleet.manager.kueue_namespace
         for worker in fleet.workers:
             if worker.name not in kubeconfigs:
