@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -44,6 +47,19 @@ def kubectl(lab, *args: str, check: bool = False, token: str | None = None) -> s
         cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", "/dev/null", "--server", lab.apiserver,
                "--certificate-authority", lab.ca, "--token", token]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, check=check, timeout=120)
+
+
+def merge_patch(lab, path: str, body: dict, token: str) -> tuple[int, str]:
+    """One PATCH request as ``token`` (status code, response body): unlike ``kubectl patch`` it does not GET the
+    object first, so it reaches admission with exactly the verb the account holds, as the module's own patch does."""
+    request = urllib.request.Request(lab.apiserver + path, data=json.dumps(body).encode(), method="PATCH", headers={
+        "Authorization": "Bearer " + token, "Content-Type": "application/merge-patch+json"})
+    context = ssl.create_default_context(cafile=lab.ca)
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
 
 
 def inventory(lab) -> dict:
@@ -428,9 +444,11 @@ def test_scaledown_account_scales_its_pool_down_and_nothing_else(accounts, lab, 
     refused("-n", POOL_NS, "scale", "machinedeployments.cluster.x-k8s.io", POOL_TARGET, "--replicas=5", by="forbidden")
     refused("-n", POOL_NS, "patch", "machinedeployments.cluster.x-k8s.io", OTHER_TARGET, "--type=merge",
             "-p", '{"spec":{"replicas":0}}', by="forbidden")                              # RBAC: not a pool's target
-    # (a patch: `kubectl label` reads the Machine first, a get the account does not hold)
-    refused("-n", POOL_NS, "patch", "machines.cluster.x-k8s.io", POOL_TARGET + "-1", "--type=merge",
-            "-p", '{"metadata":{"labels":{"lp":"stolen"}}}', by="may only add the delete-machine annotation")
+    # (a raw PATCH: `kubectl label` and `kubectl patch` read the Machine first, a get the account does not hold, so
+    # RBAC would answer before the fence is ever asked)
+    code, body = merge_patch(lab, "/apis/cluster.x-k8s.io/v1beta2/namespaces/%s/machines/%s-1" % (POOL_NS, POOL_TARGET),
+                             {"metadata": {"labels": {"lp": "stolen"}}}, token)
+    assert code >= 400 and "may only add the delete-machine annotation" in body, (code, body)
     refused("-n", POOL_NS, "delete", "machines.cluster.x-k8s.io", POOL_TARGET + "-1", by="forbidden")
     refused("create", "configmap", "lp-scaledown-attempt", "-n", "default", by="forbidden")
     refused("-n", "default", "get", "secrets", by="forbidden")
