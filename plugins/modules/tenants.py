@@ -390,9 +390,35 @@ problems:
   elements: str
 """
 
+import typing as t
+
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import run_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.fleet_runner import FleetRunner
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TENANTS_ARGUMENT_SPEC, TenancyRunner
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import INVENTORY_RUN_ARGUMENT_SPEC
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TenancyRunner
+
+
+# The module's options (besides the connection options of k8s_auth); documented above (DOCUMENTATION).
+TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
+    delete_namespaces=dict(type="bool", default=False),
+    drain_timeout=dict(type="int", default=600),
+    limit_tenants=dict(type="list", elements="str"),
+    platform=dict(type="str", choices=["auto", "kubernetes", "openshift"], default="auto"),
+    admission=dict(type="dict", default={}, options=dict(
+        platform_namespaces=dict(type="list", elements="str"),
+        workload_controllers=dict(type="list", elements="str"),
+        kueue_users=dict(type="list", elements="str"),
+        automation_users=dict(type="list", elements="str"),
+        automation_groups=dict(type="list", elements="str"),
+    )),
+    kueue_frameworks=dict(type="list", elements="str"),
+    concurrency=dict(type="int", default=8),
+    allow_empty=dict(type="bool", default=False),
+    adopt=dict(type="list", elements="str", default=[]),
+    **INVENTORY_RUN_ARGUMENT_SPEC,
+    # gpuaas_clusters: a MultiKueue fleet (reconcile/fleet_runner.py); its credentials are registered by entry.py
+    clusters=dict(type="dict", no_log=False),
+)
 
 
 def main() -> None:

@@ -47,7 +47,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs i
     prometheus_credential,
     read_nodes,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import INVENTORY_RUN_ARGUMENT_SPEC, InventoryRun
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import InventoryRun
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_scope import (
     TenantsScope,
     owned_by_tenants,
@@ -595,26 +595,3 @@ class TenancyRunner(InventoryRun):
             if not self.check_mode:
                 state.forget(r.key for r in stale)  # gone now: the reconcile creates them
         return ["%s/%s" % (r.namespace, r.name) for r in stale]
-
-
-# The module's options (besides the connection options of k8s_auth); documented in plugins/modules/tenants.py.
-TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
-    delete_namespaces=dict(type="bool", default=False),
-    drain_timeout=dict(type="int", default=600),
-    limit_tenants=dict(type="list", elements="str"),
-    platform=dict(type="str", choices=["auto", "kubernetes", "openshift"], default="auto"),
-    admission=dict(type="dict", default={}, options=dict(
-        platform_namespaces=dict(type="list", elements="str"),
-        workload_controllers=dict(type="list", elements="str"),
-        kueue_users=dict(type="list", elements="str"),
-        automation_users=dict(type="list", elements="str"),
-        automation_groups=dict(type="list", elements="str"),
-    )),
-    kueue_frameworks=dict(type="list", elements="str"),
-    concurrency=dict(type="int", default=8),
-    allow_empty=dict(type="bool", default=False),
-    adopt=dict(type="list", elements="str", default=[]),
-    **INVENTORY_RUN_ARGUMENT_SPEC,
-    # gpuaas_clusters: a MultiKueue fleet (reconcile/fleet_runner.py); its credentials are registered by entry.py
-    clusters=dict(type="dict", no_log=False),
-)

@@ -19,10 +19,8 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model im
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import admission
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations as ki
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import (
-    TENANTS_ARGUMENT_SPEC,
-    TenancyRunner,
-)
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TenancyRunner
+from ansible_collections.gpuaas.platform.plugins.modules.tenants import TENANTS_ARGUMENT_SPEC
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "playbooks", "inventory", "lab", "group_vars", "all",
                        "tenants.yml")
