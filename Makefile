@@ -112,7 +112,7 @@ unit: collection
 	PYTHONPATH=$(COLL_ROOT) $(PY) -m pytest -q tests/unit
 
 integration: collection
-	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) GPUAAS_WORKER_LAB_DIR=$(LAB_WORKER_DIR) GPUAAS_V1BETA1_LAB_DIR=$(LAB_V1BETA1_DIR) PYTHONPATH=$(COLL_ROOT) && GPUAAS_INTEGRATION_NO_SKIP=1 $(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
+	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) GPUAAS_WORKER_LAB_DIR=$(LAB_WORKER_DIR) GPUAAS_V1BETA1_LAB_DIR=$(LAB_V1BETA1_DIR) PYTHONPATH=$(COLL_ROOT) && GPUAAS_INTEGRATION_NO_SKIP=1 $(PY) -m pytest -q --durations=30 tests/integration $(PYTEST_ARGS)
 
 molecule: collection
 	@source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && failed=""; \

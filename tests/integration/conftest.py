@@ -7,7 +7,9 @@
 `audit_writes`   context manager: which write requests reached the apiserver inside the block
 
 Plain helpers (``from conftest import ...``): ``wait_until``, ``local_play`` (the playbook header), ``kube_get``,
-``kube_items``, ``kube_resource`` (the dynamic client) and ``promql`` (the lab's Prometheus).
+``kube_items``, ``kube_resource`` (the dynamic client), ``promql`` (the lab's Prometheus), ``site_inventory`` (an
+inventory directory), ``kwok_job`` (a one-pod Job KWOK runs for an hour), ``expect_steady`` (reach a state and hold
+it) and ``active_cluster_queues``.
 
 The variant lab (`make lab-variant-up`: LAB_FLAVOR=openshift with the real Kueue installed through the collection's
 OLM path and run from the Red Hat operand by the Kueue operator SIMULATOR, ports +100, LAB_DIR=.lab-variant) runs
@@ -115,6 +117,68 @@ def kube_items(kube, api_version: str, kind: str, namespace: str | None = None,
     """The objects of a kind (in ``namespace``, matching ``label_selector``) as dicts."""
     found = kube_resource(kube, api_version, kind).get(namespace=namespace, label_selector=label_selector)
     return [item.to_dict() for item in found.items]
+
+
+def site_inventory(directory: Path, group_vars: dict[str, Any]) -> Path:
+    """An inventory directory as a site keeps it (``group_vars/all/tenants.yml`` plus a localhost ``hosts.yml``);
+    returns the hosts file to pass as ``inventory=``."""
+    import yaml
+
+    group_vars_dir = directory / "group_vars" / "all"
+    group_vars_dir.mkdir(parents=True, exist_ok=True)
+    (group_vars_dir / "tenants.yml").write_text(yaml.safe_dump(group_vars, sort_keys=False))
+    (directory / "hosts.yml").write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
+    return directory / "hosts.yml"
+
+
+def kwok_job(requests: dict[str, str], name: str | None = None, generate_name: str | None = None,
+             queue: str = "default", labels: dict[str, str] | None = None,
+             annotations: dict[str, str] | None = None, image: str = "registry.invalid/work:1",
+             tolerations: list[dict] | None = None) -> dict[str, Any]:
+    """A one-pod Job in LocalQueue ``queue`` whose pod runs for an hour on a KWOK node (KWOK's completion stage);
+    ``annotations`` go to the pod template (e.g. ``lab.gpuaas.io/gpu-util`` for the SIMULATED DCGM exporter)."""
+    metadata: dict[str, Any] = {"labels": {"kueue.x-k8s.io/queue-name": queue, **(labels or {})}}
+    if name:
+        metadata["name"] = name
+    if generate_name:
+        metadata["generateName"] = generate_name
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                                "containers": [{"name": "work", "image": image,
+                                                "resources": {"requests": dict(requests), "limits": dict(requests)}}]}
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
+            "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {
+                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1h", **(annotations or {})}},
+                "spec": pod_spec}}}
+
+
+def expect_steady(count: Any, expected: Any, what: str, timeout: float, settle: float) -> None:
+    """Wait until ``count()`` equals ``expected``, then require it to hold for ``settle`` seconds: a scheduler that
+    reaches the right state and then moves past it (a late admission, an extra preemption) fails."""
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = count()
+        if last == expected:
+            held = time.monotonic() + settle
+            while time.monotonic() < held:
+                time.sleep(1)
+                now = count()
+                assert now == expected, "%s: reached %s but then moved to %s" % (what, expected, now)
+            return
+        time.sleep(1)
+    raise AssertionError("%s: expected %s, last seen %s after %ss" % (what, expected, last, timeout))
+
+
+def active_cluster_queues(kube, api_version: str, queues: list[str]) -> int:
+    """How many of ``queues`` exist with condition Active=True."""
+    active = 0
+    for queue in queues:
+        cluster_queue = kube_get(kube, api_version, "ClusterQueue", queue)
+        conditions = {c["type"]: c["status"] for c in ((cluster_queue or {}).get("status") or {}).get("conditions") or []}
+        active += conditions.get("Active") == "True"
+    return active
 
 
 def promql(lab: Lab, query: str) -> list[dict]:

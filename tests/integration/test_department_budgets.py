@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
+from conftest import active_cluster_queues, expect_steady, kwok_job, wait_until
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 RUN = uuid.uuid4().hex[:4]
@@ -132,14 +132,8 @@ def kubectl(lab, *args: str, context: str = "lab-admin", stdin: str | None = Non
 def submit_as_tenant(lab, namespace: str, count: int) -> None:
     """One-GPU Jobs (KWOK pods that run for an hour), created by the tenant user one after the other."""
     for _attempt in range(count):
-        job = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"generateName": "budget-", "namespace": namespace,
-                            "labels": {"kueue.x-k8s.io/queue-name": "default"}},
-               "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {
-                   "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}},
-                   "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "tolerations": [TOLERATION],
-                            "containers": [{"name": "train", "image": "registry.invalid/train:1",
-                                            "resources": {"requests": {GPU: "1"}, "limits": {GPU: "1"}}}]}}}}
+        job = kwok_job({GPU: "1"}, generate_name="budget-", image="registry.invalid/train:1", tolerations=[TOLERATION])
+        job["metadata"]["namespace"] = namespace
         out = kubectl(lab, "create", "-f", "-", context=lab.tenant_context, stdin=json.dumps(job))
         assert out.returncode == 0, "the tenant user could not create a Job in %s: %s" % (namespace, out.stderr)
 
@@ -169,36 +163,12 @@ def pending(kube, namespace: str) -> list[str]:
 
 def expect_admitted(kube, expected: dict[str, int], what: str) -> None:
     """Wait until the admitted counts equal ``expected``, then require them to hold for SETTLE seconds."""
-    end = time.monotonic() + TIMEOUT
-    last = None
-    while time.monotonic() < end:
-        last = admitted(kube, list(expected))
-        if last == expected:
-            held = time.monotonic() + SETTLE
-            while time.monotonic() < held:
-                time.sleep(1)
-                now = admitted(kube, list(expected))
-                assert now == expected, "%s: reached %s but then moved to %s" % (what, expected, now)
-            return
-        time.sleep(1)
-    raise AssertionError("%s: expected %s, last seen %s after %ss" % (what, expected, last, TIMEOUT))
+    expect_steady(lambda: admitted(kube, list(expected)), expected, what, TIMEOUT, SETTLE)
 
 
 def wait_active(kube, queues: list[str]) -> None:
-    end = time.monotonic() + TIMEOUT
-    while time.monotonic() < end:
-        active = 0
-        for q in queues:
-            try:
-                cq = res(kube, "ClusterQueue").get(name=q).to_dict()
-            except NotFoundError:
-                continue
-            conds = {c["type"]: c["status"] for c in (cq.get("status") or {}).get("conditions") or []}
-            active += conds.get("Active") == "True"
-        if active == len(queues):
-            return
-        time.sleep(1)
-    raise AssertionError("ClusterQueues %s did not become Active" % queues)
+    wait_until(lambda: active_cluster_queues(kube, KUEUE, queues) == len(queues), TIMEOUT,
+               "ClusterQueues %s to become Active" % queues, interval=1)
 
 
 @pytest.fixture

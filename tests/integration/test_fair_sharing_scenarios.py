@@ -25,12 +25,11 @@ How the scenarios are written:
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
-from conftest import local_play
+from conftest import active_cluster_queues, expect_steady, kwok_job, local_play, wait_until
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 PREFIX = "itfs-"
@@ -126,19 +125,11 @@ def require_kueue(lab, kube) -> None:
 
 def submit(kube, namespace: str, count: int, priority: str | None = None) -> None:
     """Jobs of one pod asking 1 CPU that run for an hour (KWOK), one after the other (creation order matters)."""
-    labels = {"kueue.x-k8s.io/queue-name": "default"}
-    if priority:
-        labels["kueue.x-k8s.io/priority-class"] = priority
+    labels = {"kueue.x-k8s.io/priority-class": priority} if priority else {}
     jobs = res(kube, "batch/v1", "Job")
     for _attempt in range(count):
-        jobs.create(namespace=namespace, body={
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"generateName": "fs-", "labels": labels},
-            "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {
-                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}},
-                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                         "containers": [{"name": "work", "image": "registry.invalid/fs:1",
-                                         "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}}}})
+        jobs.create(namespace=namespace, body=kwok_job({"cpu": "1"}, generate_name="fs-", labels=labels,
+                                                       image="registry.invalid/fs:1"))
 
 
 def reserving(kube, queues: list[str]) -> dict[str, int]:
@@ -158,37 +149,12 @@ def reserving(kube, queues: list[str]) -> dict[str, int]:
 
 def expect_counts(kube, expected: dict[str, int], what: str) -> None:
     """Wait until the reserving counts equal ``expected`` and then stay so for SETTLE seconds."""
-    queues = list(expected)
-    end = time.monotonic() + TIMEOUT
-    last = None
-    while time.monotonic() < end:
-        last = reserving(kube, queues)
-        if last == expected:
-            held = time.monotonic() + SETTLE
-            while time.monotonic() < held:
-                time.sleep(1)
-                now = reserving(kube, queues)
-                assert now == expected, "%s: reached %s but then moved to %s" % (what, expected, now)
-            return
-        time.sleep(1)
-    raise AssertionError("%s: expected %s, last seen %s after %ss" % (what, expected, last, TIMEOUT))
+    expect_steady(lambda: reserving(kube, list(expected)), expected, what, TIMEOUT, SETTLE)
 
 
 def wait_active(kube, queues: list[str]) -> None:
-    end = time.monotonic() + TIMEOUT
-    while time.monotonic() < end:
-        active = 0
-        for q in queues:
-            try:
-                cq = res(kube, KUEUE, "ClusterQueue").get(name=q).to_dict()
-            except NotFoundError:
-                continue
-            conds = {c["type"]: c["status"] for c in (cq.get("status") or {}).get("conditions") or []}
-            active += conds.get("Active") == "True"
-        if active == len(queues):
-            return
-        time.sleep(1)
-    raise AssertionError("ClusterQueues %s did not become Active" % queues)
+    wait_until(lambda: active_cluster_queues(kube, KUEUE, queues) == len(queues), TIMEOUT,
+               "ClusterQueues %s to become Active" % queues, interval=1)
 
 
 def delete_jobs(kube, namespaces: list[str]) -> None:

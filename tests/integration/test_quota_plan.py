@@ -25,6 +25,7 @@ import yaml
 
 from test_lab import promql, wait_until  # noqa: F401  pylint: disable=import-error
 from test_fair_sharing_scenarios import require_kueue  # noqa: F401  pylint: disable=import-error
+from conftest import kwok_job, site_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 ID = uuid.uuid4().hex[:4]
@@ -58,26 +59,11 @@ def inventory(tenant_list=None) -> dict:
     }
 
 
-def write_site(tmp: Path, inv: dict) -> Path:
-    gv = tmp / "group_vars" / "all"
-    gv.mkdir(parents=True, exist_ok=True)
-    (gv / "tenants.yml").write_text(yaml.safe_dump(inv, sort_keys=False))
-    (tmp / "hosts.yml").write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
-    return tmp / "hosts.yml"
-
-
 def submit(kube, count: int) -> None:
     jobs = kube.resources.get(api_version="batch/v1", kind="Job")
     for i in range(count):
-        jobs.create(namespace=NS[CAPPED], body={
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": "work-%d" % i, "labels": {"kueue.x-k8s.io/queue-name": "default"}},
-            "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {
-                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1h",
-                                             "lab.gpuaas.io/gpu-util": "80"}},
-                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                         "containers": [{"name": "work", "image": "registry.invalid/cuda:1",
-                                         "resources": {"limits": {GPU: "1"}, "requests": {GPU: "1"}}}]}}}})
+        jobs.create(namespace=NS[CAPPED], body=kwok_job({GPU: "1"}, name="work-%d" % i, image="registry.invalid/cuda:1",
+                                                        annotations={"lab.gpuaas.io/gpu-util": "80"}))
 
 
 def steady(lab) -> bool:
@@ -101,7 +87,7 @@ def scenario(lab, kube, run_playbook, tmp_path_factory):
     if lab.kueue_api != "v1beta2":
         pytest.skip("needs the v1beta2 Kueue controller")
     site = tmp_path_factory.mktemp("qp-site")
-    hosts = write_site(site, inventory())
+    hosts = site_inventory(site, inventory())
     proposed = site / "proposed.yml"
     proposed.write_text(yaml.safe_dump({"gpuaas_tenants_override": tenants(borrowing_limit=False)}))
     run = run_playbook(REPO / "playbooks" / "tenants.yml", inventory=hosts)
@@ -121,7 +107,7 @@ def scenario(lab, kube, run_playbook, tmp_path_factory):
         gone = inventory([{"name": n, "namespaces": [NS[n]], "state": "absent"} for n in NS])
         gone["gpuaas_delete_namespaces"] = True
         gone["gpuaas_drain_timeout"] = 60
-        run_playbook(REPO / "playbooks" / "tenants.yml", inventory=write_site(tmp_path_factory.mktemp("qp-gone"), gone))
+        run_playbook(REPO / "playbooks" / "tenants.yml", inventory=site_inventory(tmp_path_factory.mktemp("qp-gone"), gone))
         for kind, name in (("Cohort", COHORT), ("ResourceFlavor", FLAVOR)):
             try:
                 kube.resources.get(api_version=KUEUE, kind=kind).delete(name=name)

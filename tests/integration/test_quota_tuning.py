@@ -29,7 +29,7 @@ import yaml
 
 from test_lab import wait_until  # noqa: F401  pylint: disable=import-error
 from test_fair_sharing_scenarios import require_kueue  # noqa: F401  pylint: disable=import-error
-from conftest import local_play, promql
+from conftest import kwok_job, local_play, promql, site_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 ID = uuid.uuid4().hex[:4]
@@ -63,28 +63,13 @@ def inventory(tenants=None) -> dict:
     }
 
 
-def write_site(tmp: Path, inv: dict) -> Path:
-    """An inventory directory as a site would have it (group_vars/all)."""
-    gv = tmp / "group_vars" / "all"
-    gv.mkdir(parents=True, exist_ok=True)
-    (gv / "tenants.yml").write_text(yaml.safe_dump(inv, sort_keys=False))
-    (tmp / "hosts.yml").write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
-    return tmp / "hosts.yml"
-
-
 def submit(kube, tenant: str) -> None:
     count, util = JOBS[tenant]
     jobs = kube.resources.get(api_version="batch/v1", kind="Job")
     for i in range(count):
-        jobs.create(namespace=NS[tenant], body={
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": "work-%d" % i, "labels": {"kueue.x-k8s.io/queue-name": "default"}},
-            "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {
-                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1h",
-                                             "lab.gpuaas.io/gpu-util": util, "lab.gpuaas.io/fb-used-mib": "1000"}},
-                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                         "containers": [{"name": "work", "image": "registry.invalid/cuda:1",
-                                         "resources": {"limits": {GPU: "1"}, "requests": {GPU: "1"}}}]}}}})
+        jobs.create(namespace=NS[tenant], body=kwok_job(
+            {GPU: "1"}, name="work-%d" % i, image="registry.invalid/cuda:1",
+            annotations={"lab.gpuaas.io/gpu-util": util, "lab.gpuaas.io/fb-used-mib": "1000"}))
 
 
 def kueue_now(lab, metric: str, tenant: str) -> float | None:
@@ -129,7 +114,7 @@ def scenario(lab, kube, run_playbook, tmp_path_factory):
     if lab.kueue_api != "v1beta2":
         pytest.skip("needs the v1beta2 Kueue controller")
     site = tmp_path_factory.mktemp("tq-site")
-    hosts = write_site(site, inventory())
+    hosts = site_inventory(site, inventory())
     run = run_playbook(REPO / "playbooks" / "tenants.yml", inventory=hosts)
     assert run.rc == 0, run.explain()
     try:
@@ -150,7 +135,7 @@ def scenario(lab, kube, run_playbook, tmp_path_factory):
         gone = inventory([{"name": n, "namespaces": [NS[n]], "state": "absent"} for n in NS])
         gone["gpuaas_delete_namespaces"] = True
         gone["gpuaas_drain_timeout"] = 60
-        run_playbook(REPO / "playbooks" / "tenants.yml", inventory=write_site(tmp_path_factory.mktemp("tq-gone"), gone))
+        run_playbook(REPO / "playbooks" / "tenants.yml", inventory=site_inventory(tmp_path_factory.mktemp("tq-gone"), gone))
         for kind, name in (("Cohort", COHORT), ("ResourceFlavor", FLAVOR)):  # shared objects stay in safe mode
             try:
                 kube.resources.get(api_version=KUEUE, kind=kind).delete(name=name)
