@@ -96,6 +96,7 @@ class _Scheduler:
             return False
         return job.size <= available(self.tree.tenant_nodes[job.tenant], job.pool, use) + EPS
 
+
 def simulate(jobs: t.Sequence[Job], tree: Tree, capacity: t.Mapping[str, float],
              max_preemptions_per_step: int = 64) -> t.List[Schedule]:
     """Replay ``jobs`` against the tenancy ``tree`` and the pools' ``capacity`` (flavor -> GPUs); jobs of tenants or

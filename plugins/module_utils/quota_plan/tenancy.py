@@ -171,6 +171,8 @@ def tree_from_model(model: TenantModel) -> Tree:
         _add_quotas(node, tenant.quotas, pools)
         tenants.append(node)
     return link(cohorts, tenants, pools)
+
+
 def waterfill(cap: float, guaranteed: t.List[float], demand: t.List[float], weight: t.List[float]) -> t.List[float]:
     """Share ``cap``: child i gets min(d_i, g_i + w_i * lam), lam >= 0 chosen so the sum is min(cap, sum d).
 
