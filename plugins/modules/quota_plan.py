@@ -13,9 +13,9 @@ version_added: "0.2.0"
 description:
   - Replays recorded GPU demand against the current tenancy (O(inventory)) and a proposed one (O(proposed), the
     quota tuning patch of M(gpuaas.platform.gpu_utilization_info) or any inventory vars) with an offline scheduler
-    that follows Kueue's fair-sharing admission and preemption rules (borrowing within cohorts, borrowing and
-    lending limits, fair-sharing weights, reclaimWithinCohort), and reports per tenant and inventory the served
-    GPU-hours, p50/p95 wait, preemptions, borrowed and lent GPU-hours, and per flavor the fairness (Jain's index
+    that follows Kueue's fair-sharing admission and preemption rules (borrowing within cohorts, cohort quotas,
+    borrowing and lending limits, fair-sharing weights, reclaimWithinCohort), and reports per tenant and inventory
+    the served GPU-hours, p50/p95 wait, preemptions, borrowed and lent GPU-hours, and per flavor the fairness (Jain's index
     while saturated).
   - The demand is a trace file (O(trace), the fair-sharing benchmark's JSON format) or is derived from Prometheus
     over O(window), one job per pod from the DCGM exporter's per-GPU series, the wait from Kueue's

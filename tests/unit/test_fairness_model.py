@@ -127,3 +127,30 @@ def test_demand_quotas_follow_gpu_minutes_and_keep_every_job_runnable():
                                                          [{"name": "org"}]), q, tree))
     assert [r.name for r in t2.roots] == ["a", "b"]
     assert t2.tenant_nodes["a"].nominal == {"gpu": 4.0} and t2.tenant_nodes["b"].nominal == {"gpu": 4.0}
+
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "bench" / "fairness" / "scenarios"
+
+
+def test_story1_the_company_pool_is_the_cohorts_quota_and_both_teams_get_equal_extra_space():
+    # KEP-1714 story 1: TeamE and TeamW (2 GPUs each) share the company's pool "so that both get equal extra space,
+    # whatever their own quota": the 12 of the pool are the company cohort's own quota (no lender tenant). Both
+    # backlogged on 16: each keeps its 2 and gets half of the 12 -> 8 / 8; TeamE alone may use 2 + 2 + 12 = 16.
+    scenario = model.load_inventory(SCENARIOS / "kep1714-story1-two-timezones.yml")
+    assert "fairness_bench_lenders" not in scenario
+    tree = model.tree_from_inventory(scenario)
+    assert tree.tenant_names == ["team-e", "team-w"]
+    assert model.entitlements(tree, "fs-h100", {"team-e": 16, "team-w": 16}) == pytest.approx({"team-e": 8.0, "team-w": 8.0})
+    assert model.entitlements(tree, "fs-h100", {"team-e": 16, "team-w": 0}) == pytest.approx({"team-e": 16.0, "team-w": 0.0})
+
+
+def test_the_weighted_hierarchy_scenario_holds_the_12_on_the_root_cohort():
+    # each queue 1 GPU of its own + the root's 12, all backlogged (16 in all): at the root best-effort keeps 1 and
+    # research 3, the 12 left go 0.5 : 1 -> 4 / 8, so best-effort 5; in research each keeps 1 and the 8 go
+    # 1 : 1 : 2 -> 2 / 2 / 4, so chemistry 3, physics 3, llm 5.
+    scenario = model.load_inventory(SCENARIOS / "kueue-weighted-hierarchy.yml")
+    assert "fairness_bench_lenders" not in scenario
+    tree = model.tree_from_inventory(scenario)
+    assert tree.tenant_names == ["be", "chem", "phys", "llmq"]
+    got = model.entitlements(tree, "fs-h100", {"be": 16, "chem": 16, "phys": 16, "llmq": 16})
+    assert got == pytest.approx({"be": 5.0, "chem": 3.0, "phys": 3.0, "llmq": 5.0})

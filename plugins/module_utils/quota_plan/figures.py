@@ -13,7 +13,8 @@ Times are minutes from the start of the demand window ``[0, horizon]``; GPU-hour
 * **preemptions**: evictions of the tenant's jobs.
 * **borrowed GPU-hours**: ∫ max(0, usage - nominal) of a tenant in a cohort; **lent**: at each instant the
   borrowed amount of the tenant's root cohort is shared among the members with unused lendable quota
-  (min(nominal - usage, lending limit)) in proportion to it — the tuning report's definition (observe/tuning.py).
+  (min(nominal - usage, lending limit)) in proportion to it — the tuning report's definition (observe/tuning.py) —
+  with the cohorts' own quotas (``gpuaas_cohorts[].quotas``) as one more lender of all of their quota.
 * **fairness** per pool: Jain's index over the tenants with an entitlement of x = mean allocation ÷ mean
   entitlement (``tenancy.entitlements`` for the demand of that instant) over the instants when the pool is
   saturated (demand ≥ capacity); 1 = every tenant got its fair share. None when the pool was never saturated.
@@ -93,7 +94,10 @@ def borrowed_lent(schedule: t.Sequence[Schedule], tree: Tree, horizon: float) ->
                 borrowed = {m.name: max(0.0, use.get(m.name, 0.0) - m.nominal.get(pool, 0.0)) for m in members}
                 free = {m.name: min(max(0.0, m.nominal.get(pool, 0.0) - use.get(m.name, 0.0)), m.lendable(pool))
                         for m in members}
-                total_b, total_f = sum(borrowed.values()), sum(free.values())
+                # a cohort's own quota (a department budget) lends too, all of it: what borrowers take from it is
+                # lent by no tenant
+                budget = root.guaranteed(pool) - sum(m.nominal.get(pool, 0.0) for m in members)
+                total_b, total_f = sum(borrowed.values()), sum(free.values()) + budget
                 for m in members:
                     out[m.name]["borrowed"] += borrowed[m.name] * hours
                     if total_b > EPS and total_f > EPS:

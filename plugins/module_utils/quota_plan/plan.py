@@ -59,8 +59,9 @@ def validated(inventories: t.Mapping[str, t.Mapping[str, t.Any]]) -> t.Dict[str,
 
 
 def capacity_of(tree: Tree, given: t.Optional[t.Mapping[str, t.Any]]) -> t.Dict[str, float]:
-    """GPUs per pool: ``given`` (flavor -> GPUs, or a list of GPUs per node), else the sum of the nominal quotas."""
-    out = {pool: sum(n.nominal.get(pool, 0.0) for n in tree.tenant_nodes.values()) for pool in tree.pools}
+    """GPUs per pool: ``given`` (flavor -> GPUs, or a list of GPUs per node), else the sum of the nominal quotas
+    (the tenants' and their cohorts' own)."""
+    out = {pool: sum(root.guaranteed(pool) for root in tree.roots) for pool in tree.pools}
     for flavor, value in (given or {}).items():
         out[flavor] = float(sum(float(v) for v in value)) if isinstance(value, (list, tuple)) else float(value)
     return out

@@ -4,13 +4,13 @@
 
 """An offline, event-driven scheduler that follows Kueue's fair-sharing admission and preemption rules. Pure.
 
-Adapted from the fair-sharing benchmark's simulator (``bench/fairness/sim.py``), with borrowing and lending
-limits. The rules, per accelerator pool (flavor), re-evaluated whenever a job arrives or ends:
+The fair-sharing benchmark (``bench/fairness/sim.py``) replays with it too. The rules, per accelerator pool
+(flavor), re-evaluated whenever a job arrives or ends:
 
 * a job fits when its pool stays within ``capacity`` (one divisible pool of GPUs: node fragmentation is not
-  modelled), its tenant within nominal + borrowing limit (a tenant without a cohort: within nominal), and its
-  root cohort within what its members lend (Σ over members of usage above the part of the nominal quota they keep,
-  at most Σ lendable; without lending limits: the root's usage within the sum of its nominal quotas);
+  modelled) and its size within the quota its tenant may still use (``tenancy.available``: Kueue's hierarchical
+  quota, with the tenants' and cohorts' own nominal quotas, borrowing and lending limits; a tenant without a cohort:
+  its nominal quota);
 * among tenants whose queue holds a job that fits (BestEffortFIFO: the first queued job that fits), the tenant with
   the lowest allocation ÷ entitlement (``tenancy.entitlements``) starts first; while a tenant below its entitlement
   cannot start its head job, nobody else grows beyond its own entitlement;
@@ -30,7 +30,7 @@ import itertools
 import typing as t
 from dataclasses import dataclass, field
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.quota_plan.tenancy import EPS, Tree, entitlements
+from ansible_collections.gpuaas.platform.plugins.module_utils.quota_plan.tenancy import EPS, Tree, available, entitlements
 
 
 @dataclass
@@ -79,7 +79,7 @@ class _Scheduler:
         self.capacity = capacity
         self.root_of = {x: tree.root_of(x) for x in tree.tenant_nodes}
         self.members = {x: [m.name for m in self.root_of[x].tenants()] for x in tree.tenant_nodes}
-        self.cohorted = {x: self.root_of[x].name != x for x in tree.tenant_nodes}
+        self.cohorted = {x: node.up is not None for x, node in tree.tenant_nodes.items()}
         self.running: t.Dict[str, t.Tuple[Schedule, Run, int]] = {}
 
     def usage(self, pool: str) -> t.Dict[str, float]:
@@ -90,26 +90,11 @@ class _Scheduler:
         return use
 
     def fits(self, job: Job, use: t.Mapping[str, float]) -> bool:
-        """Whether ``job`` can be admitted with the pool's usage ``use`` (tenant -> GPUs)."""
-        pool, tenant = job.pool, job.tenant
-        node = self.tree.tenant_nodes[tenant]
-        if sum(use.values()) + job.size > self.capacity.get(pool, 0.0) + EPS:
+        """Whether ``job`` can be admitted with the pool's usage ``use`` (tenant -> GPUs): the pool's capacity and
+        the quota its tenant may still use (``tenancy.available``)."""
+        if sum(use.values()) + job.size > self.capacity.get(job.pool, 0.0) + EPS:
             return False
-        mine = use[tenant] + job.size
-        nominal = node.nominal.get(pool, 0.0)
-        if not self.cohorted[tenant]:
-            return mine <= nominal + EPS
-        if pool in node.borrowing_limit and mine > nominal + node.borrowing_limit[pool] + EPS:
-            return False
-        shared = 0.0
-        lendable = 0.0
-        for name in self.members[tenant]:
-            member = self.tree.tenant_nodes[name]
-            kept = member.nominal.get(pool, 0.0) - member.lendable(pool)
-            amount = mine if name == tenant else use[name]
-            shared += max(0.0, amount - kept)
-            lendable += member.lendable(pool)
-        return shared <= lendable + EPS
+        return job.size <= available(self.tree.tenant_nodes[job.tenant], job.pool, use) + EPS
 
 
 def simulate(jobs: t.Sequence[Job], tree: Tree, capacity: t.Mapping[str, float],

@@ -3,17 +3,26 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 """The tenancy of a validated ``TenantModel`` as the quota plan replays it: a forest of cohorts and tenants per
-accelerator flavor, and the fair share (hierarchical weighted water-filling) Kueue's fair sharing aims at. Pure.
+accelerator flavor, the fair share (hierarchical weighted water-filling) Kueue's fair sharing aims at, and the quota
+a tenant may still use (Kueue's hierarchical quota arithmetic). Pure.
 
-Adapted from the fair-sharing benchmark's model (``bench/fairness/model.py``), but built from the validated model
-(never from raw YAML) and with the limits the benchmark leaves out: a tenant's borrowing limit (it may use at most
-nominal + borrowing limit of a flavor) and lending limit (only ``lending_limit`` of its nominal quota goes to the
-cohort; the rest stays its own). A *pool* is a flavor that carries an accelerator quota (``kube.quantity
-.is_accelerator``); CPU and memory quotas play no part.
+This is the one implementation: the fair-sharing benchmark (``bench/fairness/model.py``, ``sim.py``) builds its
+trees from raw inventories with ``link`` and replays with ``scheduler.simulate``.
+
+A *pool* is a flavor that carries an accelerator quota (``kube.quantity.is_accelerator``); CPU and memory quotas
+play no part. A node's ``nominal`` is its own quota: a tenant's (ClusterQueue), or a cohort's
+(``gpuaas_cohorts[].quotas``, the Cohort's ``spec.resourceGroups``, e.g. a department budget).
 
 Entitlement at a cohort: each child first gets ``min(demand, guaranteed)`` (guaranteed = the nominal quota of its
-subtree); what is left is shared in proportion to the children's fair-sharing weights (default 1), never above a
-child's demand; the result is handed down the same way. A tenant without a cohort is its own root.
+subtree, the cohort's own quota included); what is left — a cohort's own quota among it — is shared in proportion
+to the children's fair-sharing weights (default 1), never above a child's demand; the result is handed down the
+same way. A tenant without a cohort is its own root.
+
+Available quota (``available``) follows Kueue's resource nodes (pkg/cache/resource_node.go): a node's subtree quota
+is its own nominal quota plus what each child lends (the child's subtree quota less the part its lending limit keeps
+back); the usage a child stores in its parent is what it uses beyond the part it keeps; a root may use its subtree
+quota, a child what it keeps plus what its parent has left, bounded by its borrowing limit. Both limits apply at
+tenants and at cohorts with a parent.
 """
 
 from __future__ import annotations
@@ -22,9 +31,11 @@ import typing as t
 from dataclasses import dataclass, field
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import Quota
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.quantity import is_accelerator, parse_quantity
 
 EPS = 1e-9
+BISECTION_STEPS = 100   # enough for adjacent floats whatever the scale of the share
 
 
 @dataclass
@@ -33,21 +44,44 @@ class Node:
     weight: float = 1.0
     parent: t.Optional[str] = None
     tenant: bool = False
-    nominal: t.Dict[str, float] = field(default_factory=dict)          # flavor -> nominal quota (tenants)
+    nominal: t.Dict[str, float] = field(default_factory=dict)          # flavor -> own nominal quota
     borrowing_limit: t.Dict[str, float] = field(default_factory=dict)  # flavor -> limit (absent: unlimited)
-    lending_limit: t.Dict[str, float] = field(default_factory=dict)    # flavor -> limit (absent: all nominal)
+    lending_limit: t.Dict[str, float] = field(default_factory=dict)    # flavor -> limit (absent: all of it)
     reclaim: bool = False   # may preempt other tenants of its cohort (reclaimWithinCohort other than Never)
     children: t.List["Node"] = field(default_factory=list)
+    up: t.Optional["Node"] = field(default=None, repr=False, compare=False)   # the parent cohort's node
 
     def guaranteed(self, pool: str) -> float:
+        """The nominal quota of the subtree: a cohort's own quota belongs to it and is shared by its children by
+        weight, so it counts for the cohort but is no child's guarantee."""
+        own = self.nominal.get(pool, 0.0)
         if self.tenant:
-            return self.nominal.get(pool, 0.0)
-        return sum(c.guaranteed(pool) for c in self.children)
+            return own
+        return own + sum(c.guaranteed(pool) for c in self.children)
+
+    def subtree_quota(self, pool: str) -> float:
+        """Kueue's SubtreeQuota: own nominal quota plus what the children lend."""
+        own = self.nominal.get(pool, 0.0)
+        if self.tenant:
+            return own
+        return own + sum(c.subtree_quota(pool) - c.kept(pool) for c in self.children)
+
+    def kept(self, pool: str) -> float:
+        """Kueue's guaranteedQuota: the part of the subtree quota the lending limit keeps from the parent."""
+        if pool in self.lending_limit:
+            return max(0.0, self.subtree_quota(pool) - self.lending_limit[pool])
+        return 0.0
 
     def lendable(self, pool: str) -> float:
-        """What of its nominal quota the tenant lends to its cohort (Kueue: lendingLimit, else all of it)."""
+        """What of its own nominal quota a tenant lends to its cohort (Kueue: lendingLimit, else all of it)."""
         nominal = self.nominal.get(pool, 0.0)
         return min(nominal, self.lending_limit.get(pool, nominal))
+
+    def usage(self, pool: str, use: t.Mapping[str, float]) -> float:
+        """Kueue's Usage: a tenant's usage; a cohort's, what its children use beyond the parts they keep."""
+        if self.tenant:
+            return float(use.get(self.name, 0.0))
+        return sum(max(0.0, c.usage(pool, use) - c.kept(pool)) for c in self.children)
 
     def tenants(self) -> t.List["Node"]:
         if self.tenant:
@@ -75,41 +109,68 @@ class Tree:
         return list(self.tenant_nodes)
 
 
+def available(node: Node, pool: str, use: t.Mapping[str, float]) -> float:
+    """How much of ``pool`` ``node`` may still use with the tenants' usage ``use`` (Kueue's ``available``)."""
+    if node.up is None:
+        return node.subtree_quota(pool) - node.usage(pool, use)
+    from_parent = available(node.up, pool, use)
+    if pool in node.borrowing_limit:
+        stored = node.subtree_quota(pool) - node.kept(pool)
+        used = max(0.0, node.usage(pool, use) - node.kept(pool))
+        from_parent = min(stored - used + node.borrowing_limit[pool], from_parent)
+    return max(0.0, node.kept(pool) - node.usage(pool, use)) + from_parent
+
+
+def link(cohorts: t.Sequence[Node], tenants: t.Sequence[Node], pools: t.Dict[str, str]) -> Tree:
+    """The forest of ``cohorts`` and ``tenants`` by their ``parent`` names (an unknown parent: a root); cohorts
+    without a tenant below them play no part."""
+    by_name = {c.name: c for c in cohorts}
+    roots: t.List[Node] = []
+    for node in list(cohorts) + list(tenants):
+        parent = by_name.get(node.parent) if node.parent else None
+        node.up = parent
+        if parent is not None:
+            parent.children.append(node)
+        else:
+            roots.append(node)
+    return Tree([r for r in roots if r.tenants()], pools, {x.name: x for x in tenants})
+
+
 def _number(value: t.Any) -> float:
     return float(parse_quantity(value))
 
 
+def _add_quotas(node: Node, quotas: t.Sequence[Quota], pools: t.Dict[str, str]) -> None:
+    for quota in quotas:
+        for res, amount in quota.resources.items():
+            if not is_accelerator(res):
+                continue
+            pools.setdefault(quota.flavor, res)
+            node.nominal[quota.flavor] = node.nominal.get(quota.flavor, 0.0) + _number(amount)
+            if res in quota.borrowing_limit:
+                node.borrowing_limit[quota.flavor] = _number(quota.borrowing_limit[res])
+            if res in quota.lending_limit:
+                node.lending_limit[quota.flavor] = _number(quota.lending_limit[res])
+
+
 def tree_from_model(model: TenantModel) -> Tree:
-    """Cohorts and present tenants as a forest; pools are the flavors that carry an accelerator quota."""
-    cohorts: t.Dict[str, Node] = {}
+    """Cohorts (with their own quotas) and present tenants as a forest; pools are the flavors that carry an
+    accelerator quota."""
+    pools: t.Dict[str, str] = {}
+    cohorts: t.List[Node] = []
     for c in model.cohorts:
         w = c.fair_sharing_weight
-        cohorts[c.name] = Node(c.name, 1.0 if w is None else _number(w), c.parent)
-    pools: t.Dict[str, str] = {}
-    tenants: t.Dict[str, Node] = {}
+        node = Node(c.name, 1.0 if w is None else _number(w), c.parent)
+        _add_quotas(node, c.quotas, pools)
+        cohorts.append(node)
+    tenants: t.List[Node] = []
     for tenant in model.present_tenants:
         w = tenant.fair_sharing_weight
         node = Node(tenant.name, 1.0 if w is None else _number(w), tenant.cohort, tenant=True,
                     reclaim=tenant.preemption.reclaim_within_cohort not in (None, "Never"))
-        for quota in tenant.quotas:
-            for res, amount in quota.resources.items():
-                if not is_accelerator(res):
-                    continue
-                pools.setdefault(quota.flavor, res)
-                node.nominal[quota.flavor] = node.nominal.get(quota.flavor, 0.0) + _number(amount)
-                if res in quota.borrowing_limit:
-                    node.borrowing_limit[quota.flavor] = _number(quota.borrowing_limit[res])
-                if res in quota.lending_limit:
-                    node.lending_limit[quota.flavor] = _number(quota.lending_limit[res])
-        tenants[node.name] = node
-    roots: t.List[Node] = []
-    for node in list(cohorts.values()) + list(tenants.values()):
-        if node.parent and node.parent in cohorts:
-            cohorts[node.parent].children.append(node)
-        else:
-            roots.append(node)
-    roots = [r for r in roots if r.tenants()]   # cohorts without a tenant below them play no part
-    return Tree(roots, pools, tenants)
+        _add_quotas(node, tenant.quotas, pools)
+        tenants.append(node)
+    return link(cohorts, tenants, pools)
 
 
 def waterfill(cap: float, guaranteed: t.List[float], demand: t.List[float], weight: t.List[float]) -> t.List[float]:
@@ -138,7 +199,7 @@ def waterfill(cap: float, guaranteed: t.List[float], demand: t.List[float], weig
     lo, hi = 0.0, 1.0
     while sum(alloc(hi)) < total:
         hi *= 2.0
-    for _step in range(60):
+    for _step in range(BISECTION_STEPS):
         mid = (lo + hi) / 2.0
         if sum(alloc(mid)) < total:
             lo = mid

@@ -14,7 +14,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.errors import Gpua
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.quota_plan import demand, figures, plan
 from ansible_collections.gpuaas.platform.plugins.module_utils.quota_plan.scheduler import Job, simulate
-from ansible_collections.gpuaas.platform.plugins.module_utils.quota_plan.tenancy import tree_from_model, waterfill
+from ansible_collections.gpuaas.platform.plugins.module_utils.quota_plan.tenancy import entitlements, tree_from_model, waterfill
 
 GPU = "nvidia.com/gpu"
 
@@ -194,3 +194,89 @@ def test_demand_from_dcgm_and_kueue_pending():
     assert got["team-a/train-x"] == ("team-a", "h100", 2.0, 0.0, 4.0)
     # still pending at the end, never ran: 1 GPU (no job of team-b seen) for the window, from point 7
     assert got["team-b/pending-0"] == ("team-b", "h100", 1.0, 7.0, 9.0)
+
+
+# Cohort quotas (gpuaas_cohorts[].quotas, a Cohort's spec.resourceGroups). Kueue's documented semantics
+# (site/content/en/docs/concepts/cohort.md, "Configuring Quotas" and "Hierarchical Cohorts"): a Cohort's nominalQuota
+# is *additional* to its ClusterQueues' and a shared pool for the ClusterQueues within it (a ClusterQueue of nominal
+# quota 0 "may access the 12 shared CPUs defined by its Cohort"); it may be lent to a parent Cohort subject to the
+# LendingLimit; Borrowing and Lending limits apply to Cohorts as to ClusterQueues; with fair sharing, Cohorts of
+# weights 0.75 and 0.25 trend towards 75% and 25% of the common resources.
+
+def budget_inventory(cohorts, teams):
+    """``cohorts``: [(name, parent, own GPUs or None, extra keys)]; ``teams``: [(name, cohort, nominal GPUs)]."""
+    out_cohorts = []
+    for name, parent, own, extra in cohorts:
+        entry = {"name": name}
+        if parent:
+            entry["parent"] = parent
+        if own is not None:
+            entry["quotas"] = [dict({"flavor": "h100", "resources": {GPU: own}}, **extra.pop("quota", {}))]
+        entry.update(extra)
+        out_cohorts.append(entry)
+    tenants = [{"name": name, "namespaces": [name], "cohort": cohort, "preemption": {"reclaim_within_cohort": "Any"},
+                "quotas": [{"flavor": "h100", "resources": {GPU: gpus}}]} for name, cohort, gpus in teams]
+    return {"gpuaas_flavors": [{"name": "h100", "node_labels": {"nvidia.com/gpu.product": "H100"}}],
+            "gpuaas_cohorts": out_cohorts, "gpuaas_tenants": tenants}
+
+
+def team_jobs(team, count, size=1, at=0.0, duration=10.0):
+    return [Job("%s-%d" % (team, i), team, "h100", size, at, duration) for i in range(count)]
+
+
+def test_a_team_of_zero_nominal_quota_runs_on_its_cohorts_budget():
+    # the docs' example: the Cohort holds 12, the ClusterQueue 0 and may use the 12 (capacity 16: the quota binds)
+    t = tree(budget_inventory([("hello-cohort", None, 12, {})], [("team", "hello-cohort", 0)]))
+    starts = sorted(s.first_start for s in simulate(team_jobs("team", 14), t, {"h100": 16}))
+    assert starts == [0.0] * 12 + [10.0] * 2
+
+
+def test_a_cohort_budget_is_on_top_of_its_members_quota_and_counts_in_the_default_capacity():
+    t = tree(budget_inventory([("dept", None, 4, {})], [("team-a", "dept", 2), ("team-b", "dept", 2)]))
+    # additional resources: 2 + 2 + 4 = 8 GPUs; team-a alone may use its 2, team-b's idle 2 and the 4 shared
+    assert plan.capacity_of(t, None) == {"h100": 8.0}
+    starts = sorted(s.first_start for s in simulate(team_jobs("team-a", 9), t, {"h100": 8}))
+    assert starts == [0.0] * 8 + [10.0]
+
+
+def test_a_cohort_budget_is_shared_by_the_weights_of_its_children():
+    # the docs' tree: important-org (0.75) and regular-org (0.25) under root-cohort, here with the 12 on the root and
+    # one team of nominal quota 0 in each org; both want all 12: 75% and 25% of the common 12 = 9 and 3
+    inv = budget_inventory([("root-cohort", None, 12, {}),
+                            ("important-org", "root-cohort", None, {"fair_sharing_weight": "0.75"}),
+                            ("regular-org", "root-cohort", None, {"fair_sharing_weight": "0.25"})],
+                           [("team-i", "important-org", 0), ("team-r", "regular-org", 0)])
+    t = tree(inv)
+    assert entitlements(t, "h100", {"team-i": 12, "team-r": 12}) == pytest.approx({"team-i": 9.0, "team-r": 3.0})
+    schedule = simulate(team_jobs("team-i", 12) + team_jobs("team-r", 12), t, {"h100": 12})
+    running = {x: sum(1 for s in schedule if s.job.tenant == x and s.first_start == 0.0) for x in ("team-i", "team-r")}
+    assert running == {"team-i": 9, "team-r": 3}
+
+
+def test_a_cohorts_lending_limit_keeps_its_budget_from_the_other_department():
+    # d1 holds 4 and lends at most 1 to the root; d2's team (nominal 0, nothing above it but the root) gets that 1
+    inv = budget_inventory([("org", None, None, {}), ("d1", "org", 4, {"quota": {"lending_limit": {GPU: 1}}}),
+                            ("d2", "org", None, {})], [("t1", "d1", 0), ("t2", "d2", 0)])
+    t = tree(inv)
+    starts = sorted(s.first_start for s in simulate(team_jobs("t2", 3), t, {"h100": 8}))
+    assert starts == [0.0, 10.0, 20.0]
+    # d1's own team still has all 4
+    starts = sorted(s.first_start for s in simulate(team_jobs("t1", 5), t, {"h100": 8}))
+    assert starts == [0.0] * 4 + [10.0]
+
+
+def test_a_cohorts_borrowing_limit_caps_what_its_subtree_borrows():
+    # d1 holds 2 and may borrow 1 more; d2 holds 4, idle: d1's team runs 3 at once
+    inv = budget_inventory([("org", None, None, {}), ("d1", "org", 2, {"quota": {"borrowing_limit": {GPU: 1}}}),
+                            ("d2", "org", 4, {})], [("t1", "d1", 0), ("t2", "d2", 0)])
+    t = tree(inv)
+    starts = sorted(s.first_start for s in simulate(team_jobs("t1", 4), t, {"h100": 8}))
+    assert starts == [0.0] * 3 + [10.0]
+
+
+def test_what_is_borrowed_from_a_cohort_budget_is_lent_by_no_tenant():
+    # team-a (0) borrows 4 for 10 minutes; lenders: team-b's idle 2 and the cohort's own 2, in proportion: team-b lent 2
+    t = tree(budget_inventory([("dept", None, 2, {})], [("team-a", "dept", 0), ("team-b", "dept", 2)]))
+    figs = figures.tenant_figures(simulate(team_jobs("team-a", 4), t, {"h100": 4}), t, horizon=30.0)
+    assert figs["team-a"]["borrowed_gpu_hours"] == round(4 * 10 / 60, 3)
+    assert figs["team-b"]["lent_gpu_hours"] == round(2 * 10 / 60, 3)
