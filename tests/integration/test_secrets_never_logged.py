@@ -2,14 +2,16 @@
 """Issue 22 item 4, end to end: every module of the collection run by a real ``ansible-playbook`` at ``-vvv``
 with a kubeconfig dict (the lab admin's real client key, plus a token, a password and an OIDC client secret of
 other users), the modules with a ``prometheus`` option with a Prometheus token given inline, and the module that
-sends it (prometheus_query) also with a token file and with a token Secret on the lab; none of them, raw or base64-encoded, is in the playbook's output or in what the
-modules hand to syslog (the module invocation log).
+sends it (prometheus_query) also with a token file and with a token Secret on the lab; none of them, raw or
+base64-encoded, is in the playbook's output or in what the modules hand to syslog (the module invocation log).
 
 The invocation log is captured where Ansible writes it: a ``sitecustomize`` on the modules' PYTHONPATH replaces
 ``syslog.openlog``/``syslog.syslog`` (this host has no journald Python binding, so AnsibleModule.log uses syslog)
 with a writer to a file the test reads. The Prometheus "server" is a small HTTP endpoint in the test that answers
 401 with the Authorization header it received in the body - the adversarial case, in which every token is echoed
-back into the module's error message. The whole play runs in check mode: nothing is written to the lab.
+back into the module's error message. The whole play runs in check mode: nothing is written to the lab. The modules fail at their first
+request (the kubeconfig's current user is refused), after the invocation log; the play spreads them over three
+local hosts that run side by side (strategy free) to keep the test near a minute on a shared machine.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import local_play
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES_DIR = REPO / "plugins" / "modules"
@@ -60,6 +61,9 @@ PROM_INLINE = "leak-prom-inline-5e0c"
 PROM_FILE = "leak-prom-file-a91b"
 PROM_SECRET = "leak-prom-secret-3f62"
 SECRET_REF = {"name": "gpuaas-leak-test-prometheus", "namespace": "default"}
+# Local "hosts" the tasks are spread over: one module run costs seconds of CPU on a shared machine, so a few run at once.
+HOSTS = 3
+PLAY = "- hosts: all\n  connection: local\n  gather_facts: false\n  strategy: free\n  check_mode: true\n  tasks: %s\n"
 
 SITECUSTOMIZE = '''
 """Test only: what AnsibleModule hands to syslog goes to $GPUAAS_TEST_SYSLOG_CAPTURE as well (one JSON per line)."""
@@ -108,8 +112,8 @@ def lab_admin_kubeconfig(lab) -> tuple[dict, str]:
     key_data = data(user, "client-key")
     kubeconfig = {
         "apiVersion": "v1", "kind": "Config", "current-context": "bot",
-        "clusters": [{"name": "lab", "cluster": {"server": cluster["server"],
-                                                  "certificate-authority-data": data(cluster, "certificate-authority")}}],
+        "clusters": [{"name": "lab", "cluster": {
+            "server": cluster["server"], "certificate-authority-data": data(cluster, "certificate-authority")}}],
         "users": [
             {"name": "admin", "user": {"client-certificate-data": data(user, "client-certificate"),
                                        "client-key-data": key_data}},
@@ -193,6 +197,8 @@ def module_tasks(url: str, token_file: str, secret_ref: dict) -> list[dict]:
         tasks.append({"name": "prometheus_query with the %s" % form, "ignore_errors": True,
                       "gpuaas.platform.prometheus_query": dict(MINIMAL_ARGS["prometheus_query"], kubeconfig=admin,
                                                                prometheus=prometheus)})
+    for index, task in enumerate(tasks):  # spread over the play's hosts (strategy free: they run side by side)
+        task["when"] = "inventory_hostname == 'leak%d'" % (index % HOSTS)
     return tasks
 
 
@@ -209,14 +215,15 @@ def test_every_module_at_vvv_keeps_every_credential_out_of_output_and_invocation
     (capture_dir / "sitecustomize.py").write_text(SITECUSTOMIZE)
     capture = tmp_path / "syslog.jsonl"
 
-    playbook = local_play("  check_mode: true\n  tasks: %s\n" % json.dumps(
-        module_tasks(echoing_prometheus, str(token_file), token_secret)))
-    env = {"ANSIBLE_VERBOSITY": "3", "ANSIBLE_STDOUT_CALLBACK": "default", "ANSIBLE_NO_TARGET_SYSLOG": "false",
+    playbook = PLAY % json.dumps(module_tasks(echoing_prometheus, str(token_file), token_secret))
+    inventory = tmp_path / "hosts"
+    inventory.write_text("".join("leak%d ansible_connection=local\n" % i for i in range(HOSTS)))
+    env = {"ANSIBLE_VERBOSITY": "3", "ANSIBLE_PIPELINING": "true", "ANSIBLE_STDOUT_CALLBACK": "default", "ANSIBLE_NO_TARGET_SYSLOG": "false",
            "GPUAAS_TEST_SYSLOG_CAPTURE": str(capture),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(capture_dir), os.environ.get("PYTHONPATH")]))}
     for var in ("GPUAAS_PROMETHEUS_TOKEN", "GPUAAS_PROMETHEUS_TOKEN_FILE", "K8S_AUTH_API_KEY"):
         env[var] = ""
-    run = run_playbook(playbook, extra_vars={"leak_kubeconfig": kubeconfig}, env=env, timeout=300)
+    run = run_playbook(playbook, extra_vars={"leak_kubeconfig": kubeconfig}, inventory=inventory, env=env, timeout=300)
     output = run.stdout + run.stderr
     assert "ESTABLISH LOCAL CONNECTION" in output, run.explain()  # -vvv took effect
 
