@@ -19,7 +19,7 @@ import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path)
 from test_tenants import FakeClient, FakeResource  # noqa: E402
 
 test_tenants.NAMESPACED.update({"ServiceAccount": True, "AdmissionCheck": False, "MultiKueueConfig": False,
-                                "MultiKueueCluster": False})
+                                "MultiKueueCluster": False, "Workload": True})
 TOKEN = "worker-sa-token-value"
 CA = base64.b64encode(b"worker-ca").decode()
 
@@ -170,3 +170,108 @@ def test_every_fleet_credential_is_registered_as_a_secret():
     secrets = fleet_secrets(clusters)
     assert "west-secret-key" in secrets and "inline-token" in secrets
     assert "/k" not in secrets and "east" not in secrets
+
+
+def without_west(**extra):
+    p = fleet_params(**extra)
+    p["clusters"]["workers"] = p["clusters"]["workers"][:1]
+    return p
+
+
+def retiring_west(**extra):
+    p = fleet_params(**extra)
+    p["clusters"]["workers"][1] = {"name": "west", "state": "absent",
+                                   "auth": {"host": "https://west.example:6443", "api_key": "west-secret-key"}}
+    return p
+
+
+def config_clusters(fleet):
+    return fleet["hub"].objects[("MultiKueueConfig", None, "gpuaas-multikueue")]["spec"]["clusters"]
+
+
+def test_a_worker_gone_from_the_inventory_is_kept_and_reported_without_prune_workers(fleet):
+    run(fleet, fleet_params())
+    runner = FleetRunner(None, without_west(), sleep=lambda s: None, clock=lambda: 0.0, clients=fleet)
+    result = runner.run()
+    # still dispatched to: the config lists it, its MultiKueueCluster and Secret stay
+    assert config_clusters(fleet) == ["east", "west"]
+    assert ("MultiKueueCluster", None, "west") in fleet["hub"].objects
+    assert ("Secret", "kueue-system", "gpuaas-multikueue-west") in fleet["hub"].objects
+    assert result["workers"]["kept"] == ["west"] and result["workers"]["removed"] == []
+    assert [w for w in runner.warnings if "'west'" in w and "gpuaas_fleet_prune_workers" in w], runner.warnings
+
+
+def test_a_worker_to_remove_that_holds_a_workload_refuses_the_run_with_nothing_written(fleet):
+    run(fleet, fleet_params())
+    fleet["hub"].objects[("Workload", "vision", "job-train-1")] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "job-train-1", "namespace": "vision"}, "status": {"clusterName": "west"}}
+    for cluster in fleet.values():
+        cluster.calls.clear()
+    with pytest.raises(GpuaasError) as err:
+        run(fleet, retiring_west(prune_workers=True, tenants=[{
+            "name": "vision", "namespaces": ["vision"],
+            "quotas": [{"flavor": "a100", "resources": {"nvidia.com/gpu": 10}}]}]))
+    assert err.value.details["reason"] == "WorkerNotDrained"
+    assert err.value.problems == ["worker 'west' cannot be removed: 1 workload dispatched to it has not finished: "
+                                  "vision/job-train-1"]
+    assert "workerLostTimeout" in err.value.hint
+    assert not [w for c in fleet.values() for w in c.writes()]
+    assert config_clusters(fleet) == ["east", "west"]
+
+
+def test_prune_workers_removes_a_drained_retired_worker_and_only_what_the_collection_made(fleet):
+    run(fleet, fleet_params())
+    foreign = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "team-own"}}
+    fleet["west"].objects[("ClusterRole", None, "team-own")] = foreign
+    finished = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "metadata": {"name": "done", "namespace": "vision"},
+                "status": {"clusterName": "west", "conditions": [{"type": "Finished", "status": "True"}]}}
+    fleet["hub"].objects[("Workload", "vision", "done")] = finished
+
+    check = run(fleet, retiring_west(prune_workers=True), check=True)
+    assert check["changed"] is True and ("MultiKueueCluster", None, "west") in fleet["hub"].objects
+
+    result = run(fleet, retiring_west(prune_workers=True))
+    assert result["workers"]["removed"] == ["west"]
+    assert config_clusters(fleet) == ["east"]
+    assert ("MultiKueueCluster", None, "west") not in fleet["hub"].objects
+    assert ("Secret", "kueue-system", "gpuaas-multikueue-west") not in fleet["hub"].objects
+    assert ("MultiKueueCluster", None, "east") in fleet["hub"].objects
+    # on west: nothing of the collection's is left; what it did not make (and the namespace) stays
+    left = sorted(key for key, obj in fleet["west"].objects.items()
+                  if (obj["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "gpuaas.platform"
+                  and key[0] != "Namespace")
+    assert left == [], left
+    assert ("ClusterRole", None, "team-own") in fleet["west"].objects
+    deleted = {(r["cluster"], r["kind"], r["name"]) for r in result["deleted"]}
+    assert {("hub", "MultiKueueCluster", "west"), ("west", "ClusterQueue", "vision"),
+            ("west", "ServiceAccount", "gpuaas-multikueue")} <= deleted, deleted
+    # the share of the remaining worker is the whole quota now (east alone)
+    assert quota(fleet["east"])[0] == "12"
+    # a second run changes nothing
+    assert run(fleet, retiring_west(prune_workers=True))["changed"] is False
+
+
+def test_reachable_only_converges_the_others_and_leaves_the_unreachable_worker_as_it_is(fleet):
+    run(fleet, fleet_params())
+    secret_before = dict(fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-west")])
+    fleet["west"].reachable = False
+    fleet["west"].calls.clear()
+    grown = fleet_params(reachable_only=True, tenants=[{
+        "name": "vision", "namespaces": ["vision"], "quotas": [{"flavor": "a100", "resources": {"nvidia.com/gpu": 15}}]}])
+    runner = FleetRunner(None, grown, sleep=lambda s: None, clock=lambda: 0.0, clients=fleet)
+    result = runner.run()
+    assert list(result["workers"]["skipped"]) == ["west"] and "west" not in result["clusters"]
+    assert [w for w in runner.warnings if w.startswith("reachable_only: 1 worker skipped")], runner.warnings
+    assert quota(fleet["hub"])[0] == "15" and quota(fleet["east"])[0] == "10"  # east's share of 15 over 16:8
+    assert fleet["west"].calls == [("request", "/version")] * len(fleet["west"].calls)  # only the probe
+    assert fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-west")] == secret_before
+    assert config_clusters(fleet) == ["east", "west"]
+
+
+def test_reachable_only_never_skips_the_manager(fleet):
+    fleet["hub"].reachable = False
+    with pytest.raises(GpuaasError) as err:
+        run(fleet, fleet_params(reachable_only=True))
+    assert "nothing was written on any cluster" in err.value.message and "manager must be reachable" in err.value.hint
