@@ -224,6 +224,11 @@ def test_prune_workers_removes_a_drained_retired_worker_and_only_what_the_collec
     run(fleet, fleet_params())
     foreign = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "team-own"}}
     fleet["west"].objects[("ClusterRole", None, "team-own")] = foreign
+    # the collection's, but of another component (a Kueue it installed there): not the tenancy's to remove
+    kueue_secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "kueue-webhook-server-cert", "namespace": "kueue-system",
+        "labels": {"app.kubernetes.io/managed-by": "gpuaas.platform", "gpuaas.io/component": "kueue"}}}
+    fleet["west"].objects[("Secret", "kueue-system", "kueue-webhook-server-cert")] = kueue_secret
     finished = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
                 "metadata": {"name": "done", "namespace": "vision"},
                 "status": {"clusterName": "west", "conditions": [{"type": "Finished", "status": "True"}]}}
@@ -242,7 +247,7 @@ def test_prune_workers_removes_a_drained_retired_worker_and_only_what_the_collec
     left = sorted(key for key, obj in fleet["west"].objects.items()
                   if (obj["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "gpuaas.platform"
                   and key[0] != "Namespace")
-    assert left == [], left
+    assert left == [("Secret", "kueue-system", "kueue-webhook-server-cert")], left
     assert ("ClusterRole", None, "team-own") in fleet["west"].objects
     deleted = {(r["cluster"], r["kind"], r["name"]) for r in result["deleted"]}
     assert {("hub", "MultiKueueCluster", "west"), ("west", "ClusterQueue", "vision"),
