@@ -280,3 +280,27 @@ def test_reachable_only_never_skips_the_manager(fleet):
     with pytest.raises(GpuaasError) as err:
         run(fleet, fleet_params(reachable_only=True))
     assert "nothing was written on any cluster" in err.value.message and "manager must be reachable" in err.value.hint
+
+
+def test_a_new_worker_url_or_token_updates_only_that_workers_kubeconfig_secret_redacted(fleet):
+    run(fleet, fleet_params())
+    moved = fleet_params()
+    moved["clusters"]["workers"][0]["api_server"] = "https://east-new.example:6443"
+    result = run(fleet, moved, diff=True)
+    assert {(r["cluster"], r["kind"], r["name"]) for r in result["updated"]} == {
+        ("hub", "Secret", "gpuaas-multikueue-east")}, result["updated"]
+    secret = fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-east")]
+    assert "https://east-new.example:6443" in base64.b64decode(secret["data"]["kubeconfig"]).decode()
+    assert TOKEN not in repr(result["diff"]) and base64.b64encode(TOKEN.encode()).decode() not in repr(result["diff"])
+    # the token rotated on the worker (its token Secret re-issued): the manager's Secret follows, then is stable
+    token = fleet["east"].objects[("Secret", "kueue-system", "gpuaas-multikueue-token")]
+    token["data"] = dict(token["data"], token=base64.b64encode(b"rotated-token-value").decode())
+    runner = FleetRunner(None, moved, sleep=lambda s: None, clock=lambda: 0.0, clients=fleet)
+    seen = []
+    runner.secret_sink = seen.append
+    rotated = runner.run()
+    assert [(r["cluster"], r["name"]) for r in rotated["updated"]] == [("hub", "gpuaas-multikueue-east")]
+    assert "rotated-token-value" in seen  # registered as a no_log value before anything is returned
+    secret = fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-east")]
+    assert "rotated-token-value" in base64.b64decode(secret["data"]["kubeconfig"]).decode()
+    assert run(fleet, moved)["changed"] is False
