@@ -427,12 +427,11 @@ def test_removing_the_worker_waits_for_its_workloads_then_removes_only_what_the_
         config = kube.resources.get(api_version=multikueue.KUEUE_V, kind="MultiKueueConfig").get(
             name=multikueue.CONFIG_NAME).to_dict()
         assert config["spec"]["clusters"] == ["lab-worker-gone"], config["spec"]
-        for kind, obj_name, ns in (("MultiKueueCluster", "lab-worker1", None),):
-            with pytest.raises(NotFoundError):
-                kube.resources.get(api_version=multikueue.KUEUE_V, kind=kind).get(name=obj_name, namespace=ns)
         with pytest.raises(NotFoundError):
-            kube.resources.get(api_version="v1", kind="Secret").get(name="gpuaas-multikueue-lab-worker1",
-                                                                     namespace="kueue-system")
+            kube.resources.get(api_version=multikueue.KUEUE_V, kind="MultiKueueCluster").get(name="lab-worker1")
+        secrets = kube.resources.get(api_version="v1", kind="Secret")
+        with pytest.raises(NotFoundError):
+            secrets.get(name="gpuaas-multikueue-lab-worker1", namespace="kueue-system")
         # on the worker: nothing of the tenancy or of MultiKueue's identity left; namespaces and the rest stay
         for av, kind, ns in (("kueue.x-k8s.io/v1beta2", "ClusterQueue", None),
                              ("kueue.x-k8s.io/v1beta2", "LocalQueue", None),

@@ -403,7 +403,8 @@ class FleetRunner:
             if not run.client.served(av):
                 continue
             try:
-                items = run.client.resource(av, kind).list(namespace=namespace, label_selector=OWNED_SELECTOR)
+                items = run.client.resource(av, kind).list(namespace=namespace,
+                                                           label_selector=fleet_workers.TEARDOWN_SELECTOR)
             except ApiException as exc:
                 if exc.status == 404:  # the kind is not served there (a CRD of an optional component)
                     continue

@@ -34,6 +34,9 @@ Obj = t.Dict[str, t.Any]
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 # How many holding workloads a message names (the count is always given).
 NAMED_HOLDERS = 5
+# What a retired worker's teardown deletes: the collection's objects of the tenancy and of MultiKueue's identity —
+# not those of its other components (a Kueue or KEDA the collection installed there, node pools) — by label.
+TEARDOWN_SELECTOR = "app.kubernetes.io/managed-by=gpuaas.platform,gpuaas.io/component in (tenants,multikueue)"
 
 
 def finished(workload: t.Mapping[str, t.Any]) -> bool:
