@@ -226,7 +226,7 @@ options:
     type: dict
   prune_workers:
     description:
-      - With O(clusters), remove the workers that are no longer present workers (entry gone, or C(state=absent)):
+      - With O(clusters), remove the workers that are no longer present workers (entry gone, or C(state=absent)) -
         out of the MultiKueueConfig, their MultiKueueCluster and kubeconfig Secret deleted on the manager, and for a
         C(state=absent) entry the objects this collection made on the worker deleted (namespaces stay). Only objects
         carrying this collection's ownership label are deleted.
