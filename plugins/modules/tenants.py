@@ -239,7 +239,7 @@ options:
     description:
       - With O(clusters), converge the manager and the reachable workers when a worker cannot be reached; the
         unreachable workers are skipped (nothing read or written there, their MultiKueueCluster and kubeconfig Secret
-        on the manager left as they are) and reported (RV(workers.skipped) and a warning).
+        on the manager left as they are) and reported (C(skipped) in RV(workers) and a warning).
       - False (default), an unreachable cluster stops the run before any write on any cluster. An unreachable manager
         always does.
     type: bool
