@@ -224,6 +224,26 @@ options:
       - Not set (default), the module converges the one cluster of its connection options.
       - In a fleet nodes are not read (O(check_capacity) does not apply), each worker declares its capacity per flavor.
     type: dict
+  prune_workers:
+    description:
+      - With O(clusters), remove the workers that are no longer present workers (entry gone, or C(state=absent)) -
+        out of the MultiKueueConfig, their MultiKueueCluster and kubeconfig Secret deleted on the manager, and for a
+        C(state=absent) entry the objects this collection made on the worker deleted (namespaces stay). Only objects
+        carrying this collection's ownership label are deleted.
+      - A worker to remove that holds an unfinished workload (a manager Workload dispatched to it, or a workload on
+        it) stops the run before any write on any cluster, naming the workloads.
+      - False (default), such a worker is kept as it is (still in the MultiKueueConfig) and reported in a warning.
+    type: bool
+    default: false
+  reachable_only:
+    description:
+      - With O(clusters), converge the manager and the reachable workers when a worker cannot be reached; the
+        unreachable workers are skipped (nothing read or written there, their MultiKueueCluster and kubeconfig Secret
+        on the manager left as they are) and reported (C(skipped) in RV(workers) and a warning).
+      - False (default), an unreachable cluster stops the run before any write on any cluster. An unreachable manager
+        always does.
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: Server-side dry run (C(dryRun=All)); nothing is written, no drain wait happens.
@@ -367,6 +387,13 @@ lock:
   description: The lock this run held (Lease, holder identity, seconds waited, the expired holder taken over).
   returned: when a lock was taken
   type: dict
+workers:
+  description:
+    - With O(clusters), the workers no longer present in the inventory that this run C(removed) (O(prune_workers))
+      or C(kept), and the unreachable workers C(skipped) (O(reachable_only)) with why.
+  returned: when O(clusters) is set
+  type: dict
+  sample: {"removed": ["gpu-old"], "kept": [], "skipped": {"gpu-west": "worker 'gpu-west': cannot reach ..."}}
 clusters:
   description:
     - With O(clusters), the result of each cluster (the keys above, without C(diff)), by cluster name; the top-level
@@ -418,6 +445,8 @@ TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
     **INVENTORY_RUN_ARGUMENT_SPEC,
     # gpuaas_clusters: a MultiKueue fleet (reconcile/fleet_runner.py); its credentials are registered by entry.py
     clusters=dict(type="dict", no_log=False),
+    prune_workers=dict(type="bool", default=False),
+    reachable_only=dict(type="bool", default=False),
 )
 
 

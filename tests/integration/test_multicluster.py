@@ -356,3 +356,107 @@ def test_offboarding_a_tenant_removes_its_share_on_every_worker(
         bindings = client.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="RoleBinding").get(
             namespace=OTHER, label_selector="gpuaas.io/tenant=%s" % OTHER).items
         assert not bindings, (name, [b.metadata.name for b in bindings])
+
+
+def _owned(client, av, kind, namespace=None):
+    """Names of the objects of ``kind`` carrying the tenancy's or MultiKueue's ownership labels."""
+    items = client.resources.get(api_version=av, kind=kind).get(
+        namespace=namespace, label_selector="app.kubernetes.io/managed-by=gpuaas.platform,"
+                                            "gpuaas.io/component in (tenants,multikueue)").items
+    return sorted(i.metadata.name for i in items)
+
+
+def test_removing_the_worker_waits_for_its_workloads_then_removes_only_what_the_collection_made(
+        fleet, lab, worker_lab, kube, worker_kube, run_playbook, audit_writes):
+    """Issue 27 "safe operation", on the two labs. The lab worker is retired (state: absent) with
+    gpuaas_fleet_prune_workers; the fleet keeps one present worker, unreachable (a closed port), converged around with
+    gpuaas_fleet_reachable_only — the only other worker this machine can offer. Adversarial: a Job running on the
+    worker refuses the removal with nothing written on either lab; objects of the same kinds or names that the
+    collection did not make survive the teardown. Then the inventory as before (the unreachable worker's entry gone)
+    with prune_workers removes that worker's MultiKueueCluster and restores the fleet."""
+    gone = {"name": "lab-worker-gone", "api_server": "https://127.0.0.1:1",
+            "auth": {"host": "https://127.0.0.1:1", "api_key": "not-a-real-token-0123456789"},
+            "flavors": [{"name": FLAVOR, "capacity": CAPACITY}]}
+    retire = fleet_vars(lab, worker_lab, gpuaas_fleet_prune_workers=True, gpuaas_fleet_reachable_only=True)
+    retire["gpuaas_clusters"]["workers"] = [gone, {
+        "name": "lab-worker1", "state": "absent",
+        "auth": {"kubeconfig": worker_lab.kubeconfig, "context": worker_lab.admin_context}}]
+    jobs = kube.resources.get(api_version="batch/v1", kind="Job")
+    name = "mk-hold-%s" % uuid.uuid4().hex[:6]
+    job = _job(name)
+    # KWOK completes the pod after this delay: the Job runs on the worker for the whole test
+    job["spec"]["template"]["metadata"] = {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "600s"}}
+    wait_until(lambda: (_condition(kube, "ClusterQueue", TENANT) or {}).get("status") == "True", 90, "CQ Active")
+    jobs.create(body=job, namespace=TENANT)
+    worker_jobs = worker_kube.resources.get(api_version="batch/v1", kind="Job")
+
+    def copied():
+        try:
+            return worker_jobs.get(name=name, namespace=TENANT)
+        except NotFoundError:
+            return None
+    wait_until(copied, 90, "the copy of %s on the worker" % name)
+    worker_audit = _audit_window_factory(worker_lab)
+    with audit_writes() as manager_events, worker_audit() as worker_events:
+        refused = run_playbook(PLAYBOOK, extra_vars=retire)
+    assert refused.rc != 0, refused.explain()
+    result = module_result(refused)
+    assert result["error_details"]["reason"] == "WorkerNotDrained", result
+    assert [p for p in result["problems"] if p.startswith("worker 'lab-worker1' cannot be removed: 1 workload")
+            and "%s/job-%s-" % (TENANT, name) in p], result["problems"]
+    assert writes(manager_events.events) == [] and writes(worker_events.events) == [], \
+        (manager_events.describe(), worker_events.describe())
+
+    # the Job ends (deleted on the manager: MultiKueue deletes its copy), nothing holds the worker any more
+    jobs.delete(name=name, namespace=TENANT, body={"propagationPolicy": "Foreground"})
+    workloads = kube.resources.get(api_version=multikueue.KUEUE_V, kind="Workload")
+    wait_until(lambda: not [w for w in workloads.get(namespace=TENANT).items if name in w.metadata.name], 120,
+               "the manager's Workload of %s gone" % name)
+    remote = worker_kube.resources.get(api_version=multikueue.KUEUE_V, kind="Workload")
+    wait_until(lambda: not remote.get(namespace=TENANT).items, 120, "the worker's copy gone")
+    # what the collection did not make: same kinds on the worker, the name a removed worker's Secret would have
+    kubectl(worker_lab, "create", "clusterrole", "mk-team-own", "--verb=get", "--resource=pods")
+    kubectl(lab, "create", "secret", "generic", "gpuaas-multikueue-lab-worker-gone", "-n", "kueue-system",
+            "--from-literal=note=hand-made")
+    try:
+        removed = run_playbook(PLAYBOOK, extra_vars=retire)
+        assert removed.rc == 0, removed.explain()
+        result = module_result(removed)
+        assert result["workers"]["removed"] == ["lab-worker1"], result["workers"]
+        assert list(result["workers"]["skipped"]) == ["lab-worker-gone"], result["workers"]
+        config = kube.resources.get(api_version=multikueue.KUEUE_V, kind="MultiKueueConfig").get(
+            name=multikueue.CONFIG_NAME).to_dict()
+        assert config["spec"]["clusters"] == ["lab-worker-gone"], config["spec"]
+        with pytest.raises(NotFoundError):
+            kube.resources.get(api_version=multikueue.KUEUE_V, kind="MultiKueueCluster").get(name="lab-worker1")
+        secrets = kube.resources.get(api_version="v1", kind="Secret")
+        with pytest.raises(NotFoundError):
+            secrets.get(name="gpuaas-multikueue-lab-worker1", namespace="kueue-system")
+        # on the worker: nothing of the tenancy or of MultiKueue's identity left; namespaces and the rest stay
+        for av, kind, ns in (("kueue.x-k8s.io/v1beta2", "ClusterQueue", None),
+                             ("kueue.x-k8s.io/v1beta2", "LocalQueue", None),
+                             ("kueue.x-k8s.io/v1beta2", "ResourceFlavor", None),
+                             ("rbac.authorization.k8s.io/v1", "ClusterRole", None),
+                             ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", None),
+                             ("rbac.authorization.k8s.io/v1", "RoleBinding", None),
+                             ("v1", "ServiceAccount", "kueue-system"), ("v1", "Secret", "kueue-system")):
+            assert _owned(worker_kube, av, kind, ns) == [], kind
+        assert worker_kube.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="ClusterRole").get(
+            name="mk-team-own")
+        assert worker_kube.resources.get(api_version="v1", kind="Namespace").get(name=TENANT)
+
+        # back to the fleet of the other tests; the unreachable worker's entry is gone: removed (it holds nothing),
+        # the hand-made Secret of its name stays
+        back = run_playbook(PLAYBOOK, extra_vars=fleet_vars(lab, worker_lab, gpuaas_fleet_prune_workers=True))
+        assert back.rc == 0, back.explain()
+        assert module_result(back)["workers"]["removed"] == ["lab-worker-gone"], module_result(back)["workers"]
+        with pytest.raises(NotFoundError):
+            kube.resources.get(api_version=multikueue.KUEUE_V, kind="MultiKueueCluster").get(name="lab-worker-gone")
+        assert kube.resources.get(api_version="v1", kind="Secret").get(
+            name="gpuaas-multikueue-lab-worker-gone", namespace="kueue-system").data["note"]
+        assert wait_until(lambda: (_condition(kube, "MultiKueueCluster", "lab-worker1") or {}).get("status")
+                          == "True", 90, "lab-worker1 connected again")
+    finally:
+        kubectl(worker_lab, "delete", "clusterrole", "mk-team-own", "--ignore-not-found")
+        kubectl(lab, "delete", "secret", "gpuaas-multikueue-lab-worker-gone", "-n", "kueue-system",
+                "--ignore-not-found")

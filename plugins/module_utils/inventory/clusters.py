@@ -34,7 +34,8 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.auth import K
 
 CLUSTERS_KEYS = ("manager", "workers")
 MANAGER_KEYS = ("name", "auth", "kueue_namespace")
-WORKER_KEYS = ("name", "auth", "kueue_namespace", "api_server", "flavors")
+WORKER_KEYS = ("name", "auth", "kueue_namespace", "api_server", "flavors", "state")
+WORKER_STATES = ("present", "absent")
 WORKER_FLAVOR_KEYS = ("name", "capacity")
 # The connection options of every module (kube/auth.py), per cluster; aliases are accepted as the modules accept them.
 AUTH_KEYS: t.Tuple[str, ...] = tuple(K8S_AUTH_ARG_SPEC) + tuple(
@@ -65,12 +66,16 @@ class Worker(Cluster):
     api_server: t.Optional[str] = None
     # flavor -> {resource: capacity as canonical text}
     capacity: t.Dict[str, t.Dict[str, str]] = field(default_factory=dict)
+    # "absent": a worker being retired — drained, then torn out by a run with prune_workers (docs/multicluster.md)
+    state: str = "present"
 
 
 @dataclass
 class Fleet:
     manager: Cluster
     workers: t.List[Worker] = field(default_factory=list)
+    # workers with state: absent — in no quota split, no MultiKueueConfig; reachable to be drained and torn out
+    retired: t.List[Worker] = field(default_factory=list)
 
     def worker(self, name: str) -> t.Optional[Worker]:
         for worker in self.workers:
@@ -88,11 +93,11 @@ def parse_clusters(check: Validator, value: t.Any, flavors: t.Sequence[Flavor], 
     if data is None:
         return None
     manager = _manager(check, data.get("manager"))
-    workers = _workers(check, data.get("workers"), {f.name for f in flavors})
-    _distinct_clusters(check, manager, workers)
+    entries = _workers(check, data.get("workers"), {f.name for f in flavors})
+    _distinct_clusters(check, manager, entries)
     if manager is None:
         return None
-    fleet = Fleet(manager, workers)
+    fleet = Fleet(manager, [w for w in entries if w.state == "present"], [w for w in entries if w.state == "absent"])
     if _tenant_flavors_on_every_worker(check, fleet, tenants):
         _fleet_capacity(check, fleet, tenants, allow_overcommit)
     return fleet
@@ -117,12 +122,25 @@ def _manager(check: Validator, value: t.Any) -> t.Optional[Cluster]:
 def _workers(check: Validator, value: t.Any, flavors: t.Set[str]) -> t.List[Worker]:
     path = "gpuaas_clusters.workers"
     entries = check.sequence(path, value)
-    if value is None or (isinstance(value, list) and not value):
-        check.err(path, "needs at least one worker cluster")
-    elif len(entries) > MAX_WORKERS:
-        check.err(path, "Kueue's MultiKueueConfig lists at most %d clusters, got %d" % (MAX_WORKERS, len(entries)))
+    present = [e for e in entries if not (isinstance(e, t.Mapping) and e.get("state") == "absent")]
+    if value is None or (isinstance(value, list) and not present):
+        check.err(path, "needs at least one worker cluster" + (" with state present" if entries else ""))
+    elif len(present) > MAX_WORKERS:
+        check.err(path, "Kueue's MultiKueueConfig lists at most %d clusters, got %d" % (MAX_WORKERS, len(present)))
     out: t.List[Worker] = []
     for _index, wpath, data, name in check.named_items(path, entries, WORKER_KEYS, "cluster", label=True):
+        state = data.get("state", "present")
+        if state not in WORKER_STATES:
+            check.err(wpath + ".state", "must be present or absent, got %r" % (state,))
+            state = "present"
+        if state == "absent":
+            # a retired worker needs only how to reach it (to check it holds nothing, then remove what we made)
+            auth = _auth(check, wpath + ".auth", data.get("auth"))
+            namespace = check.label_name(wpath + ".kueue_namespace",
+                                         data.get("kueue_namespace", DEFAULT_KUEUE_NAMESPACE))
+            if name:
+                out.append(Worker(name, auth, namespace or DEFAULT_KUEUE_NAMESPACE, state="absent"))
+            continue
         auth = _auth(check, wpath + ".auth", data.get("auth"))
         namespace = check.label_name(wpath + ".kueue_namespace", data.get("kueue_namespace", DEFAULT_KUEUE_NAMESPACE))
         api_server = data.get("api_server")

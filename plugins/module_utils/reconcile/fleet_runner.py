@@ -34,9 +34,15 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
     KubeClient,
     translate_api_exception,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (
+    COMPONENT_LABEL,
+    OWNED_SELECTOR,
+    TENANT_LABEL,
+    is_owned,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.retries import RetryPolicy
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import multikueue
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile import fleet_workers
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import redact_secret_data
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import inventory_from_params
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import Prepared, TenancyRunner
@@ -74,6 +80,10 @@ class ClusterRun(TenancyRunner):
         # the frameworks the MANAGER's Kueue integrates: MultiKueue watches each on every worker (set by FleetRunner)
         self.frameworks: t.Sequence[str] = multikueue.MULTIKUEUE_FRAMEWORKS
         self.kubeconfigs: t.Dict[str, t.Dict[str, t.Any]] = {}
+        # on the manager (set by FleetRunner): removed workers kept in the MultiKueueConfig, and the workers this run
+        # skips (unreachable, reachable_only) — their kubeconfig Secret is neither built nor touched
+        self.kept_workers: t.List[str] = []
+        self.skipped_workers: t.Set[str] = set()
 
     def nodes(self) -> None:
         """No node LIST: a fleet's capacity is declared per worker in gpuaas_clusters (checked by the parser)."""
@@ -96,8 +106,13 @@ class ClusterRun(TenancyRunner):
                                                 platform, **options)
         else:
             stand_ins = {w.name: self.kubeconfigs.get(w.name) or stand_in_kubeconfig(w)
-                         for w in self.fleet_model.fleet.workers} if self.fleet_model.fleet else {}
+                         for w in self.fleet_model.fleet.workers
+                         if w.name not in self.skipped_workers} if self.fleet_model.fleet else {}
             desired = multikueue.manager_objects(model, stand_ins, platform, **options)
+            for obj in desired:
+                if obj["kind"] == "MultiKueueConfig" and self.kept_workers:
+                    # a removed worker stays in the config until it is drained and prune_workers removes it
+                    obj["spec"]["clusters"] = obj["spec"]["clusters"] + sorted(self.kept_workers)
         if limit is not None:
             desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
         return desired
@@ -143,6 +158,9 @@ class FleetRunner:
         self.warnings: t.List[str] = []
         self.secret_sink: t.Callable[[str], None] = lambda _value: None
         self.runs: t.List[ClusterRun] = []
+        self.skipped: t.List[str] = []
+        self.skipped_reasons: t.Dict[str, str] = {}
+        self.plan = fleet_workers.WorkerPlan()
 
     # -- inputs -----------------------------------------------------------------------------------------
     def model(self) -> TenantModel:
@@ -204,24 +222,24 @@ class FleetRunner:
             raise GpuaasError("clusters is empty: a fleet run needs gpuaas_clusters (a manager and its workers)",
                               hint="declare gpuaas_clusters (docs/multicluster.md), or leave clusters unset for a "
                                    "single-cluster run")
-        clusters: t.List[Cluster] = [fleet.manager] + list(fleet.workers)
-        problems = self.unreachable(clusters)
-        if problems:
-            raise GpuaasError(
-                "%d cluster%s of the fleet cannot be reached; nothing was written on any cluster"
-                % (len(problems), "" if len(problems) == 1 else "s"),
-                hint="check the cluster's gpuaas_clusters auth (kubeconfig, context, host, credentials) and that its "
-                     "API server is up, then run again; to leave a worker out, remove it from gpuaas_clusters.workers "
-                     "(its MultiKueueCluster goes, the manager dispatches to the others)",
-                problems=problems, details={"reason": "ClusterUnreachable"})
+        skipped = self.reach(fleet)
+        present = [w for w in fleet.workers if w.name not in skipped]
+        retired = [w for w in fleet.retired if w.name not in skipped]
 
         manager = ClusterRun(fleet.manager, model, self.client_of(fleet.manager), self.params, self.check_mode,
                              self.diff, self.sleep, self.clock)
+        manager.skipped_workers = set(skipped)
+        plan = self.removed_workers(fleet, manager, retired, skipped)
+        manager.kept_workers = list(plan.keep)
+        self.skipped = skipped
+        self.plan = plan
         workers = [ClusterRun(w, model, self.client_of(w), self.params, self.check_mode, self.diff, self.sleep,
-                              self.clock) for w in fleet.workers]
+                              self.clock) for w in present]
+        teardowns = [ClusterRun(w, model, self.client_of(w), self.params, self.check_mode, self.diff, self.sleep,
+                                self.clock) for w in retired if w.name in plan.remove]
         for run in [manager] + workers:
             run.secret_sink = self.secret_sink
-        self.runs = [manager] + workers
+        self.runs = [manager] + workers + teardowns
 
         # Before the first write on any cluster: every cluster prepared (read, guarded), every problem at once.
         prepared: t.Dict[str, Prepared] = {}
@@ -251,9 +269,12 @@ class FleetRunner:
             # an empty tenant list in safe mode writes nothing, on every cluster alike
             return self.result(model, {name: prepared[name].result or {} for name in prepared})
 
-        for run in [manager] + workers:
+        for run in [manager] + workers + teardowns:
             try:
-                run.take_lock(prepared[run.cluster.name])
+                if run in teardowns:
+                    run.run_lock.take()
+                else:
+                    run.take_lock(prepared[run.cluster.name])
             except GpuaasError as err:
                 # the locks taken so far are released (run()); no object was written on any cluster
                 raise GpuaasError("%s %r: %s; nothing was written on any cluster"
@@ -268,7 +289,131 @@ class FleetRunner:
                 kubeconfigs[run.cluster.name] = self.kubeconfig(run, wait=True)
         manager.fill_kubeconfigs(prepared[fleet.manager.name], kubeconfigs)
         results[fleet.manager.name] = manager.write(prepared[fleet.manager.name])
+        if plan.remove:
+            # after the manager's MultiKueueConfig no longer lists them: MultiKueue lets go first, then they go
+            self.remove_from_manager(manager, plan.remove, results[fleet.manager.name])
+        for run in teardowns:
+            results[run.cluster.name] = self.teardown(run)
         return self.result(model, results)
+
+    # -- workers leaving the fleet (reconcile/fleet_workers.py decides) ---------------------------------
+    def reach(self, fleet: t.Any) -> t.List[str]:
+        """Probe every cluster; the workers this run skips (only with reachable_only, and never the manager)."""
+        clusters: t.List[Cluster] = [fleet.manager] + list(fleet.workers) + list(fleet.retired)
+        problems = self.unreachable(clusters)
+        if not problems:
+            return []
+        names = {c.name: c for c in clusters}
+        down = [p.split("'")[1] for p in problems]
+        hint = ("check the cluster's gpuaas_clusters auth (kubeconfig, context, host, credentials) and that its API "
+                "server is up, then run again; to converge the reachable clusters and skip the others, set "
+                "gpuaas_fleet_reachable_only: true")
+        if not self.params.get("reachable_only") or fleet.manager.name in down:
+            if self.params.get("reachable_only"):
+                hint = ("the manager must be reachable (every tenant's quota and the dispatch are there): check its "
+                        "gpuaas_clusters auth and that its API server is up, then run again")
+            raise GpuaasError(
+                "%d cluster%s of the fleet cannot be reached; nothing was written on any cluster"
+                % (len(problems), "" if len(problems) == 1 else "s"),
+                hint=hint, problems=problems, details={"reason": "ClusterUnreachable"})
+        self.warnings.append(
+            "reachable_only: %d worker%s skipped, not written (left as they are, also their MultiKueueCluster and "
+            "kubeconfig Secret on the manager): %s" % (len(down), "" if len(down) == 1 else "s", "; ".join(problems)))
+        self.skipped_reasons = {n: p for n, p in zip(down, problems) if n in names}
+        return down
+
+    def removed_workers(self, fleet: t.Any, manager: "ClusterRun", retired: t.Sequence[Worker],
+                        skipped: t.Sequence[str]) -> fleet_workers.WorkerPlan:
+        """Read what decides the fate of the workers no longer present (their MultiKueueClusters and the workloads
+        they hold) and decide (fleet_workers.plan_removed_workers); a worker holding workloads refuses the run."""
+        selector = "%s,%s=%s" % (OWNED_SELECTOR, COMPONENT_LABEL, multikueue.COMPONENT_VALUE)
+        try:
+            live = [c["metadata"]["name"] for c in manager.client.resource(multikueue.KUEUE_V, "MultiKueueCluster")
+                    .list(label_selector=selector)]
+        except ApiException as exc:
+            raise translate_api_exception(exc, "list", "the MultiKueueClusters on manager %r" % fleet.manager.name)
+        present = [w.name for w in fleet.workers]
+        removed = sorted((set(live) | {w.name for w in fleet.retired}) - set(present))
+        holders: t.Dict[str, t.List[str]] = {}
+        if removed and self.params.get("prune_workers"):
+            try:
+                on_manager = manager.client.resource(multikueue.KUEUE_V, "Workload").list()
+            except ApiException as exc:
+                raise translate_api_exception(exc, "list", "the Workloads on manager %r" % fleet.manager.name)
+            for name in removed:
+                holders[name] = fleet_workers.dispatched_to(on_manager, name)
+            for worker in retired:
+                holders[worker.name] = sorted(set(holders.get(worker.name, [])) | set(self.held_on(worker)))
+        # an unreachable retired worker (reachable_only) is not removed: what it holds is unknown
+        plan = fleet_workers.plan_removed_workers(
+            [n for n in live if n not in skipped], present, [w.name for w in retired], holders,
+            bool(self.params.get("prune_workers")))
+        plan.keep.extend(n for n in live if n in skipped and n not in present)
+        self.warnings.extend(plan.warnings)
+        if plan.problems:
+            raise GpuaasError("the fleet run stopped before writing on any cluster: %d worker%s to remove still "
+                              "hold%s workloads" % (len(plan.problems), "" if len(plan.problems) == 1 else "s",
+                                                    "s" if len(plan.problems) == 1 else ""),
+                              hint=fleet_workers.REMOVAL_HINT, problems=plan.problems,
+                              details={"reason": "WorkerNotDrained"})
+        return plan
+
+    def held_on(self, worker: Worker) -> t.List[str]:
+        """The unfinished workloads on a retired worker (MultiKueue's copies, and any in the collection's queues)."""
+        client = self.client_of(worker)
+        try:
+            queues = client.resource(multikueue.KUEUE_V, "LocalQueue").list(label_selector=OWNED_SELECTOR)
+            workloads = client.resource(multikueue.KUEUE_V, "Workload").list()
+        except ApiException as exc:
+            raise translate_api_exception(exc, "list", "the queues and Workloads on worker %r" % worker.name)
+        return fleet_workers.unfinished_on_worker(workloads, {q["metadata"]["namespace"] for q in queues})
+
+    def remove_from_manager(self, manager: "ClusterRun", names: t.Sequence[str], out: t.Dict[str, t.Any]) -> None:
+        """Delete the removed workers' MultiKueueCluster and kubeconfig Secret on the manager — only the collection's
+        (its ownership label), never an object of the same name someone else made."""
+        namespace = manager.cluster.kueue_namespace
+        for name in names:
+            for av, kind, obj_name, ns in ((multikueue.KUEUE_V, "MultiKueueCluster", name, None),
+                                           ("v1", "Secret", multikueue.KUBECONFIG_SECRET_PREFIX + name, namespace)):
+                self.delete_owned(manager.client, av, kind, obj_name, ns, out)
+
+    def delete_owned(self, client: t.Any, av: str, kind: str, name: str, namespace: t.Optional[str],
+                     out: t.Dict[str, t.Any], live: t.Optional[Obj] = None) -> None:
+        resource = client.resource(av, kind)
+        try:
+            obj = live if live is not None else resource.get(name, namespace)
+            if obj is None or not is_owned(obj):
+                return
+            resource.delete(name, namespace, dry_run=self.check_mode)
+        except ApiException as exc:
+            raise translate_api_exception(exc, "delete", "%s %s" % (kind, name))
+        ref = {"kind": kind, "name": name}
+        if namespace:
+            ref["namespace"] = namespace
+        out.setdefault("deleted", []).append(ref)
+        out["changed"] = True
+        summary = out.setdefault("summary", {})
+        summary["deleted"] = summary.get("deleted", 0) + 1
+
+    def teardown(self, run: "ClusterRun") -> t.Dict[str, t.Any]:
+        """Delete the collection's objects on a drained retired worker (their ownership label; namespaces stay)."""
+        out: t.Dict[str, t.Any] = {"changed": False, "summary": {"deleted": 0}, "deleted": [], "removed": True}
+        worker = t.cast(Worker, run.cluster)
+        for av, kind, namespace in fleet_workers.teardown_kinds(worker.kueue_namespace):
+            if not run.client.served(av):
+                continue
+            try:
+                items = run.client.resource(av, kind).list(namespace=namespace,
+                                                           label_selector=fleet_workers.TEARDOWN_SELECTOR)
+            except ApiException as exc:
+                if exc.status == 404:  # the kind is not served there (a CRD of an optional component)
+                    continue
+                raise translate_api_exception(exc, "list", "the %ss on worker %r" % (kind, worker.name))
+            run.run_lock.confirm("before deleting the %ss of retired worker %r" % (kind, worker.name))
+            for obj in items:
+                meta = obj["metadata"]
+                self.delete_owned(run.client, av, kind, meta["name"], meta.get("namespace"), out, live=obj)
+        return out
 
     def existing_kubeconfigs(self, workers: t.Sequence[ClusterRun]) -> t.Dict[str, t.Dict[str, t.Any]]:
         """The kubeconfig of every worker whose token exists already (a stand-in for the others until written)."""
@@ -321,6 +466,8 @@ class FleetRunner:
                         if self.params.get("limit_tenants") is None or x.name in self.params["limit_tenants"]},
             "objects": sum(int(r.get("objects") or 0) for r in results.values()),
             "requests": {},
+            "workers": {"removed": list(self.plan.remove), "kept": list(self.plan.keep),
+                        "skipped": dict(self.skipped_reasons)},
         }
         diffs: t.List[t.Dict[str, t.Any]] = []
         for name, res in results.items():

@@ -19,7 +19,7 @@ import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path)
 from test_tenants import FakeClient, FakeResource  # noqa: E402
 
 test_tenants.NAMESPACED.update({"ServiceAccount": True, "AdmissionCheck": False, "MultiKueueConfig": False,
-                                "MultiKueueCluster": False})
+                                "MultiKueueCluster": False, "Workload": True})
 TOKEN = "worker-sa-token-value"
 CA = base64.b64encode(b"worker-ca").decode()
 
@@ -170,3 +170,137 @@ def test_every_fleet_credential_is_registered_as_a_secret():
     secrets = fleet_secrets(clusters)
     assert "west-secret-key" in secrets and "inline-token" in secrets
     assert "/k" not in secrets and "east" not in secrets
+
+
+def without_west(**extra):
+    p = fleet_params(**extra)
+    p["clusters"]["workers"] = p["clusters"]["workers"][:1]
+    return p
+
+
+def retiring_west(**extra):
+    p = fleet_params(**extra)
+    p["clusters"]["workers"][1] = {"name": "west", "state": "absent",
+                                   "auth": {"host": "https://west.example:6443", "api_key": "west-secret-key"}}
+    return p
+
+
+def config_clusters(fleet):
+    return fleet["hub"].objects[("MultiKueueConfig", None, "gpuaas-multikueue")]["spec"]["clusters"]
+
+
+def test_a_worker_gone_from_the_inventory_is_kept_and_reported_without_prune_workers(fleet):
+    run(fleet, fleet_params())
+    runner = FleetRunner(None, without_west(), sleep=lambda s: None, clock=lambda: 0.0, clients=fleet)
+    result = runner.run()
+    # still dispatched to: the config lists it, its MultiKueueCluster and Secret stay
+    assert config_clusters(fleet) == ["east", "west"]
+    assert ("MultiKueueCluster", None, "west") in fleet["hub"].objects
+    assert ("Secret", "kueue-system", "gpuaas-multikueue-west") in fleet["hub"].objects
+    assert result["workers"]["kept"] == ["west"] and result["workers"]["removed"] == []
+    assert [w for w in runner.warnings if "'west'" in w and "gpuaas_fleet_prune_workers" in w], runner.warnings
+
+
+def test_a_worker_to_remove_that_holds_a_workload_refuses_the_run_with_nothing_written(fleet):
+    run(fleet, fleet_params())
+    fleet["hub"].objects[("Workload", "vision", "job-train-1")] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "job-train-1", "namespace": "vision"}, "status": {"clusterName": "west"}}
+    for cluster in fleet.values():
+        cluster.calls.clear()
+    with pytest.raises(GpuaasError) as err:
+        run(fleet, retiring_west(prune_workers=True, tenants=[{
+            "name": "vision", "namespaces": ["vision"],
+            "quotas": [{"flavor": "a100", "resources": {"nvidia.com/gpu": 10}}]}]))
+    assert err.value.details["reason"] == "WorkerNotDrained"
+    assert err.value.problems == ["worker 'west' cannot be removed: 1 workload dispatched to it has not finished: "
+                                  "vision/job-train-1"]
+    assert "workerLostTimeout" in err.value.hint
+    assert not [w for c in fleet.values() for w in c.writes()]
+    assert config_clusters(fleet) == ["east", "west"]
+
+
+def test_prune_workers_removes_a_drained_retired_worker_and_only_what_the_collection_made(fleet):
+    run(fleet, fleet_params())
+    foreign = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "team-own"}}
+    fleet["west"].objects[("ClusterRole", None, "team-own")] = foreign
+    # the collection's, but of another component (a Kueue it installed there): not the tenancy's to remove
+    kueue_secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "kueue-webhook-server-cert", "namespace": "kueue-system",
+        "labels": {"app.kubernetes.io/managed-by": "gpuaas.platform", "gpuaas.io/component": "kueue"}}}
+    fleet["west"].objects[("Secret", "kueue-system", "kueue-webhook-server-cert")] = kueue_secret
+    finished = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "metadata": {"name": "done", "namespace": "vision"},
+                "status": {"clusterName": "west", "conditions": [{"type": "Finished", "status": "True"}]}}
+    fleet["hub"].objects[("Workload", "vision", "done")] = finished
+
+    check = run(fleet, retiring_west(prune_workers=True), check=True)
+    assert check["changed"] is True and ("MultiKueueCluster", None, "west") in fleet["hub"].objects
+
+    result = run(fleet, retiring_west(prune_workers=True))
+    assert result["workers"]["removed"] == ["west"]
+    assert config_clusters(fleet) == ["east"]
+    assert ("MultiKueueCluster", None, "west") not in fleet["hub"].objects
+    assert ("Secret", "kueue-system", "gpuaas-multikueue-west") not in fleet["hub"].objects
+    assert ("MultiKueueCluster", None, "east") in fleet["hub"].objects
+    # on west: nothing of the collection's is left; what it did not make (and the namespace) stays
+    left = sorted(key for key, obj in fleet["west"].objects.items()
+                  if (obj["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "gpuaas.platform"
+                  and key[0] != "Namespace")
+    assert left == [("Secret", "kueue-system", "kueue-webhook-server-cert")], left
+    assert ("ClusterRole", None, "team-own") in fleet["west"].objects
+    deleted = {(r["cluster"], r["kind"], r["name"]) for r in result["deleted"]}
+    assert {("hub", "MultiKueueCluster", "west"), ("west", "ClusterQueue", "vision"),
+            ("west", "ServiceAccount", "gpuaas-multikueue")} <= deleted, deleted
+    # the share of the remaining worker is the whole quota now (east alone)
+    assert quota(fleet["east"])[0] == "12"
+    # a second run changes nothing
+    assert run(fleet, retiring_west(prune_workers=True))["changed"] is False
+
+
+def test_reachable_only_converges_the_others_and_leaves_the_unreachable_worker_as_it_is(fleet):
+    run(fleet, fleet_params())
+    secret_before = dict(fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-west")])
+    fleet["west"].reachable = False
+    fleet["west"].calls.clear()
+    grown = fleet_params(reachable_only=True, tenants=[{
+        "name": "vision", "namespaces": ["vision"], "quotas": [{"flavor": "a100", "resources": {"nvidia.com/gpu": 15}}]}])
+    runner = FleetRunner(None, grown, sleep=lambda s: None, clock=lambda: 0.0, clients=fleet)
+    result = runner.run()
+    assert list(result["workers"]["skipped"]) == ["west"] and "west" not in result["clusters"]
+    assert [w for w in runner.warnings if w.startswith("reachable_only: 1 worker skipped")], runner.warnings
+    assert quota(fleet["hub"])[0] == "15" and quota(fleet["east"])[0] == "10"  # east's share of 15 over 16:8
+    assert fleet["west"].calls == [("request", "/version")] * len(fleet["west"].calls)  # only the probe
+    assert fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-west")] == secret_before
+    assert config_clusters(fleet) == ["east", "west"]
+
+
+def test_reachable_only_never_skips_the_manager(fleet):
+    fleet["hub"].reachable = False
+    with pytest.raises(GpuaasError) as err:
+        run(fleet, fleet_params(reachable_only=True))
+    assert "nothing was written on any cluster" in err.value.message and "manager must be reachable" in err.value.hint
+
+
+def test_a_new_worker_url_or_token_updates_only_that_workers_kubeconfig_secret_redacted(fleet):
+    run(fleet, fleet_params())
+    moved = fleet_params()
+    moved["clusters"]["workers"][0]["api_server"] = "https://east-new.example:6443"
+    result = run(fleet, moved, diff=True)
+    assert {(r["cluster"], r["kind"], r["name"]) for r in result["updated"]} == {
+        ("hub", "Secret", "gpuaas-multikueue-east")}, result["updated"]
+    secret = fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-east")]
+    assert "https://east-new.example:6443" in base64.b64decode(secret["data"]["kubeconfig"]).decode()
+    assert TOKEN not in repr(result["diff"]) and base64.b64encode(TOKEN.encode()).decode() not in repr(result["diff"])
+    # the token rotated on the worker (its token Secret re-issued): the manager's Secret follows, then is stable
+    token = fleet["east"].objects[("Secret", "kueue-system", "gpuaas-multikueue-token")]
+    token["data"] = dict(token["data"], token=base64.b64encode(b"rotated-token-value").decode())
+    runner = FleetRunner(None, moved, sleep=lambda s: None, clock=lambda: 0.0, clients=fleet)
+    seen = []
+    runner.secret_sink = seen.append
+    rotated = runner.run()
+    assert [(r["cluster"], r["name"]) for r in rotated["updated"]] == [("hub", "gpuaas-multikueue-east")]
+    assert "rotated-token-value" in seen  # registered as a no_log value before anything is returned
+    secret = fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-east")]
+    assert "rotated-token-value" in base64.b64decode(secret["data"]["kubeconfig"]).decode()
+    assert run(fleet, moved)["changed"] is False
