@@ -194,12 +194,12 @@ def test_pytorchjob_fits_waits_is_reclaimed_and_resumes(lab, tenants):
     for p in first_pods:
         assert p["spec"]["nodeName"].startswith("gpu-h100-"), (p["metadata"]["name"], p["spec"].get("nodeName"))
         assert p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert gpus_used(kube, BORROWER) == "2"
+    wait_until(lambda: gpus_used(kube, BORROWER) == "2", 10, "the borrower's GPU usage to show 2")
 
     # 2. the second job borrows the owner's unused GPUs (admitted after the first: the later admission)
     job2 = submit(kube, borrowed, BORROWER)
     wait_until(lambda: running(kube, borrowed, BORROWER), 120, "the borrowing PyTorchJob's pods to run")
-    assert gpus_used(kube, BORROWER) == "4"
+    wait_until(lambda: gpus_used(kube, BORROWER) == "4", 10, "the borrower's GPU usage to show 4 (2 borrowed)")
     creators = wait_until(lambda: (lambda c: c if len(c) >= 2 * JOB_GPUS else None)(
         pod_creators(lab.audit_log, offset, BORROWER)), 10, "the audit events of the pods' creation")
     assert creators == [OPERATOR_IDENTITY] * (2 * JOB_GPUS), creators
@@ -226,7 +226,8 @@ def test_pytorchjob_fits_waits_is_reclaimed_and_resumes(lab, tenants):
     assert cond(wl2, "Evicted").get("reason") == "Preempted", wl2["status"]
     assert cond(wl2, "Preempted").get("reason") == "InCohortReclamation", cond(wl2, "Preempted")
     wait_until(lambda: running(kube, owners, OWNER), 120, "the owner's job to run on its reclaimed GPUs")
-    assert gpus_used(kube, OWNER) == "2" and gpus_used(kube, BORROWER) == "2"
+    wait_until(lambda: gpus_used(kube, OWNER) == "2" and gpus_used(kube, BORROWER) == "2", 10,
+               "the GPU usage to show 2 for each tenant")
     assert sorted(p["metadata"]["uid"] for p in running(kube, first, BORROWER) or []) == first_uids, \
         "the job within the borrower's nominal quota was touched"
     time.sleep(3)
@@ -242,5 +243,5 @@ def test_pytorchjob_fits_waits_is_reclaimed_and_resumes(lab, tenants):
     assert cond(workload_of(kube, job2["metadata"]["uid"], BORROWER), "Admitted").get("status") == "True"
     assert all(p["spec"]["nodeName"].startswith("gpu-h100-") for p in resumed)
     creators = pod_creators(lab.audit_log, offset, BORROWER) + pod_creators(lab.audit_log, offset, OWNER)
-    # 2 jobs x 2 pods, the owner's 2 and the resumed job's 2 again: every one created by the operator
+    # the first, the borrowing, the owner's and the resumed job: 4 x 2 pods, every one created by the operator
     assert creators == [OPERATOR_IDENTITY] * (4 * JOB_GPUS), json.dumps(creators)
