@@ -81,7 +81,7 @@ private_cert_dir() { # command... — run it with $STATE/certs mounted at the op
   local as_root=(); [ "$(id -u)" = 0 ] || as_root=(--map-root-user)
   mkdir -p "$CERT_PATH" "$STATE/certs"
   # shellcheck disable=SC2016 # expanded by the inner shell
-  exec unshare --mount --propagation private "${as_root[@]}" sh -c 'mount --bind "$0" "$1" && shift 2 && exec "$@"' \
+  exec unshare --mount --propagation private "${as_root[@]}" sh -c 'mount --bind "$0" "$1" && shift && exec "$@"' \
     "$STATE/certs" "$CERT_PATH" "$@"
 }
 
