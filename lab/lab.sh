@@ -55,7 +55,7 @@ cache_dir() { # name version -> cache path
 # What each cold build took on the reference machine (2 cores, other work on them; docs/lab.md), so a newcomer's
 # first run says how long the silence will last.
 declare -A BUILD_REFERENCE=([kubernetes]="12 min" [etcd]="2 min" [kwok]="5 min" [crds]="1 min" [kueue]="12 min"
-  [keda]="20 min" [kuberay]="4 min" [training_operator]="5 min" [helm]="4 min" [charts]="1 min")
+  [keda]="20 min" [kuberay]="4 min" [training_operator]="37 min" [helm]="4 min" [charts]="1 min")
 BUILD_INDEX=0; BUILD_TOTAL=  # set by cmd_build / `build NAME...`: "component i of n"
 BUILD_HEARTBEAT=${LAB_BUILD_HEARTBEAT:-60}  # seconds between "still building" lines
 
