@@ -19,7 +19,6 @@ import time
 import uuid
 
 import pytest
-from kubernetes.dynamic.exceptions import NotFoundError
 from conftest import audit_events_after, local_play, wait_until
 from test_lab_controllers import component_enabled, require_component
 from test_ray_workloads import lab_component
@@ -200,8 +199,9 @@ def test_pytorchjob_fits_waits_is_reclaimed_and_resumes(lab, tenants):
     job2 = submit(kube, borrowed, BORROWER)
     wait_until(lambda: running(kube, borrowed, BORROWER), 120, "the borrowing PyTorchJob's pods to run")
     wait_until(lambda: gpus_used(kube, BORROWER) == "4", 10, "the borrower's GPU usage to show 4 (2 borrowed)")
-    creators = wait_until(lambda: (lambda c: c if len(c) >= 2 * JOB_GPUS else None)(
-        pod_creators(lab.audit_log, offset, BORROWER)), 10, "the audit events of the pods' creation")
+    wait_until(lambda: len(pod_creators(lab.audit_log, offset, BORROWER)) >= 2 * JOB_GPUS, 10,
+               "the audit events of the pods' creation")
+    creators = pod_creators(lab.audit_log, offset, BORROWER)
     assert creators == [OPERATOR_IDENTITY] * (2 * JOB_GPUS), creators
 
     # 3. does not fit: the cohort's 4 GPUs are used; the third job's Workload is pending and the operator creates
