@@ -29,7 +29,7 @@ set +a
 
 # name:version-variable, in build order (the components under lab/components add their own builds).
 CORE_BUILDS="kubernetes:KUBERNETES_VERSION etcd:ETCD_VERSION kwok:KWOK_VERSION crds:KUEUE_VERSION"
-OPTIONAL_BUILDS="kueue:KUEUE_VERSION keda:KEDA_VERSION kuberay:KUBERAY_VERSION helm:HELM_VERSION charts:GPU_OPERATOR_VERSION"
+OPTIONAL_BUILDS="kueue:KUEUE_VERSION keda:KEDA_VERSION kuberay:KUBERAY_VERSION training_operator:TRAINING_OPERATOR_VERSION helm:HELM_VERSION charts:GPU_OPERATOR_VERSION"
 
 # Ports. LAB_PORT_OFFSET moves them all, so a second lab (e.g. the v1beta1 variant) can run beside the first
 # with its own LAB_DIR.
@@ -55,7 +55,7 @@ cache_dir() { # name version -> cache path
 # What each cold build took on the reference machine (2 cores, other work on them; docs/lab.md), so a newcomer's
 # first run says how long the silence will last.
 declare -A BUILD_REFERENCE=([kubernetes]="12 min" [etcd]="2 min" [kwok]="5 min" [crds]="1 min" [kueue]="12 min"
-  [keda]="20 min" [kuberay]="4 min" [helm]="4 min" [charts]="1 min")
+  [keda]="20 min" [kuberay]="4 min" [training_operator]="37 min" [helm]="4 min" [charts]="1 min")
 BUILD_INDEX=0; BUILD_TOTAL=  # set by cmd_build / `build NAME...`: "component i of n"
 BUILD_HEARTBEAT=${LAB_BUILD_HEARTBEAT:-60}  # seconds between "still building" lines
 
