@@ -143,7 +143,10 @@ def translate(operand: t.Mapping[str, t.Any], keda_version: str) -> t.List[t.Dic
 
 
 def contains(current: t.Any, desired: t.Any) -> bool:
-    """Whether ``current`` already holds every field of ``desired`` (the API server adds defaults beside them)."""
+    """Whether ``current`` already holds every field of ``desired`` (the API server adds defaults beside them, and
+    drops empty omitempty fields such as an env var's ``value: ""``)."""
+    if current is None and desired in ("", {}, []):
+        return True
     if isinstance(desired, dict):
         return isinstance(current, dict) and all(contains(current.get(k), v) for k, v in desired.items())
     if isinstance(desired, list):

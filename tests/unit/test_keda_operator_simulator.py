@@ -141,3 +141,12 @@ def test_only_keda_in_the_operators_namespace_is_installed_others_are_ignored():
     writes = len(store["writes"])
     sim.reconcile(_Client(store), "openshift-keda", "2.20.2")
     assert len(store["writes"]) == writes
+
+
+def test_an_object_the_api_server_stored_without_its_empty_fields_is_not_rewritten():
+    desired = {"env": [{"name": "WATCH_NAMESPACE", "value": ""}], "args": ["--leader-elect"]}
+    stored = {"env": [{"name": "WATCH_NAMESPACE"}], "args": ["--leader-elect"], "terminationMessagePath": "/dev/x"}
+    assert sim.contains(stored, desired)
+    assert not sim.contains({"env": [{"name": "WATCH_NAMESPACE", "value": "a"}], "args": ["--leader-elect"]},
+                            {"env": [{"name": "WATCH_NAMESPACE", "value": "b"}], "args": ["--leader-elect"]})
+    assert not sim.contains({"args": []}, {"args": ["--leader-elect"]})
