@@ -71,7 +71,7 @@ class Signal:
     def __init__(self, lab):
         self.registry = CollectorRegistry()
         self.gauge = Gauge(SIGNAL, "Requests in flight (test signal)", registry=self.registry)
-        self.server, _ = start_http_server(0, addr="127.0.0.1", registry=self.registry)
+        self.server, self.thread = start_http_server(0, addr="127.0.0.1", registry=self.registry)
         self.file = lab.dir / "prometheus" / "targets" / ("openshift-keda-test-%s.json" % ID)
         self.file.write_text(json.dumps([{"targets": ["127.0.0.1:%d" % self.server.server_port],
                                           "labels": {"job": "openshift-keda-test-" + ID}}]))
