@@ -145,6 +145,7 @@ def tenant(variant_lab, variant_run_playbook):
         kubectl(variant_lab, "delete", "clusterqueues.kueue.x-k8s.io", TENANT, "--ignore-not-found", "--wait=false")
         kubectl(variant_lab, "delete", "resourceflavors.kueue.x-k8s.io", FLAVOR, "--ignore-not-found", "--wait=false")
         kubectl(variant_lab, "delete", "clustertriggerauthentication.keda.sh", "gpuaas-prometheus", "--ignore-not-found")
+        kubectl(variant_lab, "delete", "secret", "-n", KEDA_NS, "gpuaas-prometheus", "--ignore-not-found")
 
 
 def test_keda_runs_from_the_deployment_translated_from_the_collections_operand(variant_lab):
