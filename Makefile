@@ -64,9 +64,10 @@ lab-status:
 	@LAB_DIR=$(LAB_DIR) bash lab/lab.sh status
 
 # A second lab beside the first, every port +100: OpenShift flavour (ClusterVersion, Infrastructure, MachineSet CRDs,
-# OpenShift AI's HardwareProfile) with the real Kueue, installed the OpenShift way — the collection's OLM path against
-# the OLM SIMULATOR, the Red Hat Kueue operand translated by the Kueue operator SIMULATOR (docs/lab.md; issue 23).
-LAB_VARIANT_ENV = LAB_DIR=$(LAB_VARIANT_DIR) LAB_PORT_OFFSET=$$(( $${LAB_PORT_OFFSET:-0} + 100 )) LAB_COMPONENTS=kueue LAB_FLAVOR=openshift
+# OpenShift AI's HardwareProfile) with the real Kueue and KEDA, installed the OpenShift way — the collection's OLM path
+# against the OLM SIMULATOR, the Red Hat Kueue operand translated by the Kueue operator SIMULATOR, the KedaController
+# by the Custom Metrics Autoscaler operator SIMULATOR (docs/lab.md; issue 23).
+LAB_VARIANT_ENV = LAB_DIR=$(LAB_VARIANT_DIR) LAB_PORT_OFFSET=$$(( $${LAB_PORT_OFFSET:-0} + 100 )) LAB_COMPONENTS="kueue keda" LAB_FLAVOR=openshift
 lab-variant-up: venv
 	@$(LAB_VARIANT_ENV) bash lab/lab.sh up
 

@@ -25,6 +25,16 @@
 #   ExternalName (localhost): the aggregator resolves it to https://localhost:6444 without kube-proxy, and
 #   checks the serving certificate for keda-metrics-apiserver.keda.svc.
 # - KEDA's admission webhooks are not run (they are optional); the CRDs are loaded by lab.sh.
+#
+# On the OpenShift-flavoured lab (LAB_FLAVOR=openshift: the variant lab) the collection installs KEDA the OpenShift way
+# (issue 23): `up` runs the same install.yml on its OLM path (Subscription of Red Hat's Custom Metrics Autoscaler
+# operator, then the operand KedaController `keda` in openshift-keda) while the OLM SIMULATOR
+# (lab/simulators/olm_simulator.py, for that run only) answers the Subscription; the Custom Metrics Autoscaler
+# operator SIMULATOR (lab/simulators/keda_operator_simulator.py, process keda-operator-simulator, running as long as
+# KEDA) translates the operand into ServiceAccount and Deployment openshift-keda/keda-operator as the operator does,
+# and this real KEDA runs with that Deployment's settings (LAB_KEDA_DEPLOYMENT's default on that flavour), as
+# system:serviceaccount:openshift-keda:keda-operator, the identity the operator gives KEDA (a token of that
+# ServiceAccount; bound to cluster-admin in the lab).
 set -euo pipefail
 : "${LAB_DIR:?}" "${LAB_CACHE:?}" "${LAB_PKI:?}" "${KUBECONFIG:?}" "${KEDA_VERSION:?}"
 LAB_BIN=${LAB_BIN:-$LAB_DIR/bin}
@@ -40,9 +50,17 @@ COMPONENT=keda
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-DEPLOYMENT=${LAB_KEDA_DEPLOYMENT:-gpuaas-keda/gpuaas-keda-operator}
+openshift_flavour() { [ "${LAB_FLAVOR:-kubernetes}" = openshift ]; }
+if openshift_flavour; then
+  # what the Custom Metrics Autoscaler operator writes in its namespace (the keda role's namespace on OpenShift)
+  DEPLOYMENT=${LAB_KEDA_DEPLOYMENT:-openshift-keda/keda-operator}
+else
+  DEPLOYMENT=${LAB_KEDA_DEPLOYMENT:-gpuaas-keda/gpuaas-keda-operator}
+fi
 DEP_NS=${DEPLOYMENT%%/*} DEP_NAME=${DEPLOYMENT##*/}
+KEDA_SA=keda-operator  # the ServiceAccount every KEDA Deployment of the operator runs as (resources/keda.yaml)
 
+identity() { if openshift_flavour; then echo "system:serviceaccount:$DEP_NS:$KEDA_SA"; else echo "lab:keda"; fi; }
 operator_ready() { curl -sf "http://$OPERATOR_HEALTH/readyz" >/dev/null; }
 adapter_serving() { curl -s -o /dev/null --cacert "$LAB_PKI/ca.crt" "https://127.0.0.1:$ADAPTER_PORT/healthz"; }
 apiservice_available() {
@@ -87,12 +105,48 @@ register_prometheus() {
 }
 
 bootstrap_install() {
-  # The lab has no OLM catalog: on the OpenShift-flavoured lab the collection's Helm path installs KEDA (the OLM path
-  # is tested against the OLM SIMULATOR, tests/integration/test_install.py). docs/lab.md lists this overlay.
-  local platform_args=()
-  [ "${LAB_FLAVOR:-kubernetes}" = openshift ] && platform_args=(-e gpuaas_platform=kubernetes)
+  if openshift_flavour; then bootstrap_openshift; return; fi
   log "no Deployment $DEPLOYMENT yet: installing KEDA with the collection (role gpuaas.platform.keda, lab inventory)"
-  run_collection_playbook "$HERE/keda/install.yml" keda-bootstrap "${platform_args[@]}"
+  run_collection_playbook "$HERE/keda/install.yml" keda-bootstrap
+}
+
+bootstrap_openshift() {
+  # The collection's OLM path, as on OpenShift. The OLM SIMULATOR answers the Subscription during this run only; the
+  # Custom Metrics Autoscaler operator SIMULATOR (already running) turns the KedaController into the Deployment.
+  log "no Deployment $DEPLOYMENT yet: installing KEDA with the collection's OLM path (role gpuaas.platform.keda, lab inventory, OLM SIMULATOR)"
+  : >"$(proc_log keda-olm-simulator)"
+  proc_start keda-olm-simulator "$PY" "$LIB_ROOT/lab/simulators/olm_simulator.py" --kubeconfig "$KUBECONFIG" \
+    --interval 1 --bundle-dir "$LAB_DIR/olm-bundles"
+  local rc=0
+  run_collection_playbook "$HERE/keda/install.yml" keda-bootstrap -e gpuaas_platform=openshift || rc=1
+  proc_stop keda-olm-simulator
+  [ "$rc" = 0 ] || return 1
+  proc_wait keda-operator-simulator "the Custom Metrics Autoscaler operator SIMULATOR to write Deployment $DEPLOYMENT" 30 \
+    kubectl -n "$DEP_NS" get deployment "$DEP_NAME" -o name
+}
+
+start_operator_simulator() {
+  # SIMULATOR of the Custom Metrics Autoscaler operator's translation (KedaController -> Deployment); runs as long as KEDA
+  proc_alive keda-operator-simulator && return 0
+  : >"$(proc_log keda-operator-simulator)"
+  proc_start keda-operator-simulator "$PY" "$LIB_ROOT/lab/simulators/keda_operator_simulator.py" \
+    --kubeconfig "$KUBECONFIG" --namespace "$DEP_NS" --keda-version "$KEDA_VERSION" --interval 1
+}
+
+keda_identity() { # -> $STATE/keda.kubeconfig: the operator's ServiceAccount (lab plumbing: bound to cluster-admin)
+  kubectl apply --server-side --force-conflicts --field-manager=lab-keda -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: lab-keda-operator}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects:
+- {kind: ServiceAccount, name: $KEDA_SA, namespace: $DEP_NS}
+EOF
+  sa_kubeconfig "$DEP_NS" "$KEDA_SA" "$STATE/keda.kubeconfig"
+}
+
+run_kubeconfig() { # the identity KEDA runs as: the operator's ServiceAccount on OpenShift, else lab:keda
+  if openshift_flavour; then echo "$STATE/keda.kubeconfig"; else echo "$KUBECONFIG"; fi
 }
 
 read_settings() { # -> $STATE/settings.env.next
@@ -106,7 +160,7 @@ start_operator() {
   kubectl create namespace "$KEDA_NAMESPACE" >/dev/null 2>&1 || true
   # WATCH_NAMESPACE "" = all namespaces; ClusterTriggerAuthentication Secrets are read in KEDA's namespace.
   ( export WATCH_NAMESPACE KEDA_CLUSTER_OBJECT_NAMESPACE=$KEDA_NAMESPACE POD_NAMESPACE=$KEDA_NAMESPACE
-    proc_start keda-operator "$BIN/keda" --leader-elect=false --zap-log-level=info --zap-encoder=console \
+    KUBECONFIG=$(run_kubeconfig) proc_start keda-operator "$BIN/keda" --leader-elect=false --zap-log-level=info --zap-encoder=console \
       --metrics-bind-address="$OPERATOR_METRICS" --health-probe-bind-address="$OPERATOR_HEALTH" \
       --metrics-service-bind-address="$GRPC" --cert-dir="$CERTS" --enable-cert-rotation=false \
       --ca-dir="$CERTS" --enable-webhook-patching=false --enable-apiservice-patching=false )
@@ -118,10 +172,11 @@ start_adapter() { # the metrics apiserver, with the same settings as the operato
   # shellcheck disable=SC1091
   source "$STATE/settings.env"
   ( export WATCH_NAMESPACE KEDA_CLUSTER_OBJECT_NAMESPACE=$KEDA_NAMESPACE POD_NAMESPACE=$KEDA_NAMESPACE
-    proc_start keda-metrics-apiserver "$BIN/keda-adapter" --secure-port="$ADAPTER_PORT" --bind-address=127.0.0.1 \
+    local kubeconfig; kubeconfig=$(run_kubeconfig)
+    KUBECONFIG=$kubeconfig proc_start keda-metrics-apiserver "$BIN/keda-adapter" --secure-port="$ADAPTER_PORT" --bind-address=127.0.0.1 \
       --cert-dir="$CERTS" --tls-cert-file="$CERTS/tls.crt" --tls-private-key-file="$CERTS/tls.key" \
       --metrics-service-address="$GRPC" --port="$ADAPTER_METRICS_PORT" \
-      --lister-kubeconfig="$KUBECONFIG" --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
+      --lister-kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
       --zap-log-level=info --zap-encoder=console )
   proc_wait keda-metrics-apiserver "the metrics apiserver on 127.0.0.1:$ADAPTER_PORT" 90 adapter_serving
 }
@@ -147,7 +202,8 @@ cmd_up() {
   if [ ! -x "$BIN/keda" ] || [ ! -x "$BIN/keda-adapter" ]; then
     log "not built: $BIN/keda{,-adapter} missing (run: bash lab/lab.sh build)"; return 1
   fi
-  if proc_alive keda-operator && proc_alive keda-metrics-apiserver && operator_ready && apiservice_available; then
+  if proc_alive keda-operator && proc_alive keda-metrics-apiserver && operator_ready && apiservice_available \
+      && { ! openshift_flavour || proc_alive keda-operator-simulator; }; then
     log "already running"; register_prometheus; return 0
   fi
   cmd_down
@@ -158,8 +214,10 @@ apiVersion: v1
 kind: Namespace
 metadata: {name: keda}
 EOF
-  if ! kubectl -n "$DEP_NS" get deployment "$DEP_NAME" -o name >/dev/null 2>&1; then bootstrap_install || return 1; fi
-  read_settings || { log "cannot read Deployment $DEPLOYMENT after the install"; return 1; }
+  if openshift_flavour; then start_operator_simulator; fi
+  if ! kubectl -n "$DEP_NS" get deployment "$DEP_NAME" -o name >/dev/null 2>&1; then bootstrap_install || { cmd_down; return 1; }; fi
+  read_settings || { log "cannot read Deployment $DEPLOYMENT after the install"; cmd_down; return 1; }
+  if openshift_flavour; then keda_identity; fi
   start_operator || { cmd_down; return 1; }
   start_adapter || { cmd_down; return 1; }
   register_apiservice
@@ -167,7 +225,7 @@ EOF
   register_prometheus
   setsid bash "$HERE/keda.sh" watch >/dev/null 2>&1 </dev/null &
   echo $! >"$(proc_pidfile keda-settings-watch)"
-  log "KEDA $KEDA_VERSION up (operator pid $(cat "$(proc_pidfile keda-operator)"), settings of $DEPLOYMENT: $(tr '\n' ' ' <"$STATE/settings.env"), metrics apiserver pid $(cat "$(proc_pidfile keda-metrics-apiserver)"), APIService $APISERVICE Available)"
+  log "KEDA $KEDA_VERSION up (operator pid $(cat "$(proc_pidfile keda-operator)"), as $(identity), settings of $DEPLOYMENT: $(tr '\n' ' ' <"$STATE/settings.env"), metrics apiserver pid $(cat "$(proc_pidfile keda-metrics-apiserver)"), APIService $APISERVICE Available)"
 }
 
 cmd_down() {
@@ -177,6 +235,8 @@ cmd_down() {
   fi
   proc_stop keda-metrics-apiserver
   proc_stop keda-operator
+  proc_stop keda-operator-simulator
+  proc_stop keda-olm-simulator
   rm -f "$LAB_DIR/prometheus/targets/keda.json"
 }
 
@@ -184,10 +244,11 @@ cmd_status() {
   local bad=""
   proc_alive keda-operator || bad="$bad operator not running;"
   proc_alive keda-metrics-apiserver || bad="$bad metrics apiserver not running;"
+  if openshift_flavour && ! proc_alive keda-operator-simulator; then bad="$bad the Custom Metrics Autoscaler operator SIMULATOR is not running;"; fi
   [ -n "$bad" ] || operator_ready || bad="$bad operator readyz fails;"
   [ -n "$bad" ] || apiservice_available || bad="$bad APIService $APISERVICE not Available;"
   if [ -n "$bad" ]; then bad=${bad# }; echo "keda: unhealthy (${bad%;})"; return 1; fi
-  echo "keda: healthy ($KEDA_VERSION, operator gRPC $GRPC, metrics apiserver 127.0.0.1:$ADAPTER_PORT, APIService Available)"
+  echo "keda: healthy ($KEDA_VERSION, as $(identity), operator gRPC $GRPC, metrics apiserver 127.0.0.1:$ADAPTER_PORT, APIService Available)"
 }
 
 case "${1:-}" in

@@ -87,7 +87,9 @@ openshift_not_expressible:
 openshift_problems:
   description:
     - Why the Red Hat C(Kueue) operand cannot be written as asked (a framework outside its enum asked for by name,
-      more than 14 frameworks). The C(kueue) role stops with these on OpenShift before it writes anything.
+      more than 14 frameworks), or why the operator version O(openshift_channel) or O(openshift_starting_csv) installs
+      is not supported (outside the range of docs/compatibility.md). The C(kueue) role stops with these on
+      OpenShift before it writes anything.
   returned: always
   type: list
   elements: str
@@ -140,8 +142,10 @@ def resolve(client: t.Any, frameworks: t.Any, channel: t.Optional[str] = None,
     chosen = [i.framework for i in candidates if not (auto and i.framework in not_served)]
     version = ki.openshift_operator_version(channel, starting_csv)
     operand = ki.openshift_operand(chosen, auto, version)
+    unsupported = ki.unsupported_openshift_operator(channel, starting_csv)
+    problems = ([unsupported] if unsupported else []) + operand["problems"]
     return {"frameworks": chosen, "openshift_frameworks": operand["frameworks"], "openshift_operator_version": version,
-            "openshift_not_expressible": operand["not_expressible"], "openshift_problems": operand["problems"],
+            "openshift_not_expressible": operand["not_expressible"], "openshift_problems": problems,
             "not_served": not_served, "known": ki.known_frameworks()}
 
 

@@ -15,6 +15,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.admissio
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_integrations import (
     DEFAULT_OPENSHIFT_OPERATOR,
     OPENSHIFT_OPERAND_LIMITS,
+    unsupported_openshift_operator,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +95,40 @@ def test_kueue_rows_are_the_served_apis_and_the_operand_limits():
     assert channel.endswith("v" + DEFAULT_OPENSHIFT_OPERATOR)
     assert row["Red Hat build of Kueue"]["supported"] == "operator %s (channel %s by default)" % (
         ", ".join(sorted(OPENSHIFT_OPERAND_LIMITS, key=minor)), channel)
+
+
+@pytest.mark.parametrize("channel,starting_csv,variable,version", [
+    ("stable-v1.2", None, "gpuaas_kueue_olm_channel", "1.2"),
+    ("stable-v1.5", None, "gpuaas_kueue_olm_channel", "1.5"),
+    ("stable-v1.4", "kueue-operator.v1.2.1", "gpuaas_kueue_olm_starting_csv", "1.2"),  # the CSV is what installs
+    ("stable-v2.0", None, "gpuaas_kueue_olm_channel", "2.0"),
+])
+def test_the_kueue_role_refuses_a_red_hat_kueue_outside_the_supported_range(channel, starting_csv, variable, version):
+    """The preflight's message (kueue_integrations_info openshift_problems) names the table's supported operators."""
+    stated = re.match(r"operator ([\d., ]+) \(", table()["Red Hat build of Kueue"]["supported"]).group(1)
+    message = unsupported_openshift_operator(channel, starting_csv)
+    assert message is not None
+    assert message.startswith("%s %s installs the Red Hat build of Kueue %s" % (variable, starting_csv or channel, version))
+    assert "supported operator %s (docs/compatibility.md)" % stated in message, message
+
+
+@pytest.mark.parametrize("channel,starting_csv", [
+    ("stable-v1.3", None), ("stable-v1.4", None), (None, None), ("stable", None),
+    ("stable-v1.5", "kueue-operator.v1.4.1"),  # the pinned CSV is a supported one
+])
+def test_the_kueue_role_accepts_the_supported_red_hat_kueue(channel, starting_csv):
+    assert unsupported_openshift_operator(channel, starting_csv) is None
+    assert "stable-v%s" % DEFAULT_OPENSHIFT_OPERATOR == role_default("kueue", "gpuaas_kueue_olm_channel")
+
+
+def test_the_kueue_preflight_stops_on_the_modules_problems_on_openshift():
+    tasks = yaml.safe_load((ROOT / "roles" / "kueue" / "tasks" / "preflight.yml").read_text())
+    info = next(t for t in tasks if "gpuaas.platform.kueue_integrations_info" in t)
+    args = info["gpuaas.platform.kueue_integrations_info"]
+    assert "gpuaas_kueue_olm_channel" in args["openshift_channel"]
+    assert "gpuaas_kueue_olm_starting_csv" in args["openshift_starting_csv"]
+    stop = next(t for t in tasks if "openshift_problems" in str(t.get("ansible.builtin.assert", "")))
+    assert stop["when"] == "gpuaas_is_openshift | bool"
 
 
 @pytest.mark.parametrize("component,role,chart,channel", [

@@ -180,6 +180,27 @@ def openshift_operator_version(channel: t.Optional[str] = None, starting_csv: t.
     return DEFAULT_OPENSHIFT_OPERATOR
 
 
+def unsupported_openshift_operator(channel: t.Optional[str] = None,
+                                   starting_csv: t.Optional[str] = None) -> t.Optional[str]:
+    """Why the Red Hat build of Kueue the channel or starting CSV installs is not one the collection supports (the
+    versions of OPENSHIFT_OPERAND_LIMITS, docs/compatibility.md's "Red Hat build of Kueue" row); None when it is, or
+    when neither names a version (a channel such as ``stable`` follows the catalog)."""
+    supported = ", ".join(sorted(OPENSHIFT_OPERAND_LIMITS, key=lambda v: tuple(int(x) for x in v.split("."))))
+    for variable, text, pattern in (("gpuaas_kueue_olm_starting_csv", starting_csv, r"\.v(\d+)\.(\d+)"),
+                                    ("gpuaas_kueue_olm_channel", channel, r"v(\d+)\.(\d+)")):
+        match = re.search(pattern, text or "")
+        if not match:
+            continue
+        version = "%s.%s" % (int(match.group(1)), int(match.group(2)))
+        if version in OPENSHIFT_OPERAND_LIMITS:
+            return None
+        return ("%s %s installs the Red Hat build of Kueue %s, which this collection does not support: supported "
+                "operator %s (docs/compatibility.md); set gpuaas_kueue_olm_channel to stable-v%s"
+                % (variable, text, version, supported, DEFAULT_OPENSHIFT_OPERATOR)
+                + (" and clear gpuaas_kueue_olm_starting_csv" if variable == "gpuaas_kueue_olm_starting_csv" else ""))
+    return None
+
+
 def openshift_names(frameworks: t.Iterable[str], version: str = DEFAULT_OPENSHIFT_OPERATOR) -> t.List[str]:
     """Upstream framework names -> the Red Hat operand's names, dropping those its enum (of operator ``version``)
     cannot express (unknown names raise KeyError)."""
