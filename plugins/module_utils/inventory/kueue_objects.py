@@ -341,15 +341,24 @@ def parse_resource_groups(groups: t.Optional[t.Sequence[t.Mapping[str, t.Any]]],
 
 # -- ResourceFlavor ----------------------------------------------------------------------------------------
 
-def _taint_problems(problems: t.List[str], node_taints: t.Sequence[t.Any]) -> t.List[t.Dict[str, t.Any]]:
-    if len(node_taints) > MAX_NODE_TAINTS:
-        problems.append("node_taints has %d taints; at most %d" % (len(node_taints), MAX_NODE_TAINTS))
+def _entries(problems: t.List[str], option_name: str, entries: t.Sequence[t.Any], limit: int, unit: str,
+             shape: str) -> t.Iterator[t.Tuple[str, t.Dict[str, t.Any]]]:
+    """``(where, entry)`` of each mapping of a ResourceFlavor list option (at most ``limit`` entries); entries that
+    are no mapping are reported with their expected ``shape`` and skipped."""
+    if len(entries) > limit:
+        problems.append("%s has %d %s; at most %d" % (option_name, len(entries), unit, limit))
+    for i, entry in enumerate(entries):
+        where = "%s[%d]" % (option_name, i)
+        if isinstance(entry, dict):
+            yield where, entry
+        else:
+            problems.append("%s must be a mapping %s" % (where, shape))
+
+
+def _taints(problems: t.List[str], node_taints: t.Sequence[t.Any]) -> t.List[t.Dict[str, t.Any]]:
     taints = []
-    for i, taint in enumerate(node_taints):
-        w = "node_taints[%d]" % i
-        if not isinstance(taint, dict):
-            problems.append("%s must be a mapping with key, value and effect" % w)
-            continue
+    for w, taint in _entries(problems, "node_taints", node_taints, MAX_NODE_TAINTS, "taints",
+                             "with key, value and effect"):
         _check_label_key(problems, w, taint.get("key"))
         _choice(problems, "%s.effect" % w, taint.get("effect"), TAINT_EFFECTS)
         if taint.get("effect") is None:
@@ -358,15 +367,10 @@ def _taint_problems(problems: t.List[str], node_taints: t.Sequence[t.Any]) -> t.
     return taints
 
 
-def _toleration_problems(problems: t.List[str], tolerations: t.Sequence[t.Any]) -> t.List[t.Dict[str, t.Any]]:
-    if len(tolerations) > MAX_TOLERATIONS:
-        problems.append("tolerations has %d entries; at most %d" % (len(tolerations), MAX_TOLERATIONS))
+def _tolerations(problems: t.List[str], tolerations: t.Sequence[t.Any]) -> t.List[t.Dict[str, t.Any]]:
     tols = []
-    for i, tol in enumerate(tolerations):
-        w = "tolerations[%d]" % i
-        if not isinstance(tol, dict):
-            problems.append("%s must be a mapping (key, operator, value, effect, toleration_seconds)" % w)
-            continue
+    for w, tol in _entries(problems, "tolerations", tolerations, MAX_TOLERATIONS, "entries",
+                           "(key, operator, value, effect, toleration_seconds)"):
         for field, reason in toleration_problems(tol):
             problems.append("%s.%s: %s" % (w, "toleration_seconds" if field == "tolerationSeconds" else field, reason))
         tols.append(dict(tol))
@@ -393,9 +397,9 @@ def parse_resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]
             _check_labels(problems, "node_labels", node_labels)
             flavor.node_labels = dict(node_labels)
     if node_taints:
-        flavor.node_taints = _taint_problems(problems, node_taints)
+        flavor.node_taints = _taints(problems, node_taints)
     if tolerations:
-        flavor.tolerations = _toleration_problems(problems, tolerations)
+        flavor.tolerations = _tolerations(problems, tolerations)
     if topology_name:
         _check_name(problems, "topology_name", topology_name)
         if not node_labels:

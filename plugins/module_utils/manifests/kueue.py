@@ -67,6 +67,23 @@ def resource_groups(groups: t.Sequence[ResourceGroup]) -> t.List[t.Dict[str, t.A
     return out
 
 
+def _taint(taint: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
+    item = {"key": taint.get("key"), "effect": taint.get("effect")}
+    if taint.get("value") is not None:
+        item["value"] = str(taint["value"])
+    return item
+
+
+def _toleration(toleration: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
+    item = {k: toleration[k] for k in ("key", "operator", "effect") if toleration.get(k) is not None}
+    if toleration.get("value") is not None:
+        item["value"] = str(toleration["value"])
+    seconds = option(toleration, "toleration_seconds")
+    if seconds is not None:
+        item["tolerationSeconds"] = int(seconds)
+    return item
+
+
 def resource_flavor(rf: ResourceFlavorSpec) -> t.Dict[str, t.Any]:
     """A ResourceFlavor: which nodes (labels), their taints, and the tolerations added to admitted pods."""
     flavor = rf.flavor
@@ -74,24 +91,9 @@ def resource_flavor(rf: ResourceFlavorSpec) -> t.Dict[str, t.Any]:
     if flavor.node_labels:
         spec["nodeLabels"] = dict(flavor.node_labels)
     if flavor.node_taints:
-        taints = []
-        for taint in flavor.node_taints:
-            item = {"key": taint.get("key"), "effect": taint.get("effect")}
-            if taint.get("value") is not None:
-                item["value"] = str(taint["value"])
-            taints.append(item)
-        spec["nodeTaints"] = taints
+        spec["nodeTaints"] = [_taint(taint) for taint in flavor.node_taints]
     if flavor.tolerations:
-        tols = []
-        for tol in flavor.tolerations:
-            item = {k: tol[k] for k in ("key", "operator", "effect") if tol.get(k) is not None}
-            if tol.get("value") is not None:
-                item["value"] = str(tol["value"])
-            seconds = option(tol, "toleration_seconds")
-            if seconds is not None:
-                item["tolerationSeconds"] = int(seconds)
-            tols.append(item)
-        spec["tolerations"] = tols
+        spec["tolerations"] = [_toleration(toleration) for toleration in flavor.tolerations]
     if flavor.topology_name:
         spec["topologyName"] = flavor.topology_name
     return _object("ResourceFlavor", rf.meta, spec)

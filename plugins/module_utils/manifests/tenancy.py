@@ -51,20 +51,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model im
     TenantModel,
     tenant_priorities,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import (
-    ClusterQueueSpec,
-    CohortSpec,
-    Flavor,
-    FlavorQuotas,
-    LocalQueueSpec,
-    ObjectMeta,
-    Preemption,
-    Priority,
-    PriorityClassSpec,
-    ResourceFlavorSpec,
-    ResourceGroup,
-    ResourceQuota,
-)
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory import records
 
 COMPONENT_VALUE = "tenants"
 OPENSHIFT_KUEUE_LABEL = "kueue.openshift.io/managed"
@@ -115,28 +102,29 @@ def resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]] = No
                     node_taints: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
                     tolerations: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
                     topology_name: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    flavor = Flavor(name, dict(node_labels or {}), list(node_taints or []), list(tolerations or []), topology_name)
-    return kueue.resource_flavor(ResourceFlavorSpec(ObjectMeta(name, labels=labels_for()), flavor))
+    flavor = records.Flavor(name, dict(node_labels or {}), list(node_taints or []), list(tolerations or []),
+                            topology_name)
+    return kueue.resource_flavor(records.ResourceFlavorSpec(records.ObjectMeta(name, labels=labels_for()), flavor))
 
 
 def cohort(name: str, parent: t.Optional[str] = None, fair_sharing_weight: t.Optional[str] = None,
            quotas: t.Sequence[Quota] = ()) -> t.Dict[str, t.Any]:
     """A Cohort; ``quotas`` (the cohort's shared pool) become its resourceGroups, grouped as a tenant's are."""
-    return kueue.cohort(CohortSpec(ObjectMeta(name, labels=labels_for()), parent, quota_resource_groups(quotas),
-                                   fair_sharing_weight))
+    return kueue.cohort(records.CohortSpec(records.ObjectMeta(name, labels=labels_for()), parent,
+                                           quota_resource_groups(quotas), fair_sharing_weight))
 
 
 def workload_priority_class(name: str, value: int, description: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    return kueue.workload_priority_class(PriorityClassSpec(ObjectMeta(name, labels=labels_for()),
-                                                           Priority(name, value, description)))
+    return kueue.workload_priority_class(records.PriorityClassSpec(records.ObjectMeta(name, labels=labels_for()),
+                                                                   records.Priority(name, value, description)))
 
 
-def resource_groups(tenant: Tenant) -> t.List[ResourceGroup]:
+def resource_groups(tenant: Tenant) -> t.List[records.ResourceGroup]:
     """Kueue resourceGroups for a tenant's quotas (``quota_resource_groups``)."""
     return quota_resource_groups(tenant.quotas)
 
 
-def quota_resource_groups(quotas: t.Sequence[Quota]) -> t.List[ResourceGroup]:
+def quota_resource_groups(quotas: t.Sequence[Quota]) -> t.List[records.ResourceGroup]:
     """Kueue resourceGroups for the quotas of a tenant's ClusterQueue or of a Cohort.
 
     Kueue wants every resource in exactly one group and every flavor of a group to list exactly the
@@ -167,26 +155,26 @@ def quota_resource_groups(quotas: t.Sequence[Quota]) -> t.List[ResourceGroup]:
     for group in groups:
         flavors = []
         for quota in sorted(group["quotas"], key=lambda q: order[q.flavor]):
-            resources = [ResourceQuota(res, quota.resources.get(res, "0"), quota.borrowing_limit.get(res),
-                                       quota.lending_limit.get(res)) for res in group["resources"]]
-            flavors.append(FlavorQuotas(quota.flavor, resources))
-        out.append(ResourceGroup(list(group["resources"]), flavors))
+            resources = [records.ResourceQuota(res, quota.resources.get(res, "0"), quota.borrowing_limit.get(res),
+                                               quota.lending_limit.get(res)) for res in group["resources"]]
+            flavors.append(records.FlavorQuotas(quota.flavor, resources))
+        out.append(records.ResourceGroup(list(group["resources"]), flavors))
     return out
 
 
-def _preemption(tenant: Tenant) -> t.Optional[Preemption]:
+def _preemption(tenant: Tenant) -> t.Optional[records.Preemption]:
     """The tenant's preemption as the ClusterQueue carries it; None when it sets nothing (Kueue's defaults)."""
     pre = tenant.preemption
     if not (pre.reclaim_within_cohort or pre.within_cluster_queue or pre.borrow_policy):
         return None
-    return Preemption(pre.reclaim_within_cohort or None, pre.within_cluster_queue or None, pre.borrow_policy or None,
-                      pre.borrow_max_priority_threshold if pre.borrow_policy else None)
+    return records.Preemption(pre.reclaim_within_cohort or None, pre.within_cluster_queue or None,
+                              pre.borrow_policy or None, pre.borrow_max_priority_threshold if pre.borrow_policy else None)
 
 
 def cluster_queue(tenant: Tenant, draining: bool = False) -> t.Dict[str, t.Any]:
     """The tenant's ClusterQueue (named like the tenant); ``draining`` sets stopPolicy HoldAndDrain."""
-    obj = kueue.cluster_queue(ClusterQueueSpec(
-        ObjectMeta(tenant.name, labels=labels_for(tenant.name)), resource_groups=resource_groups(tenant),
+    obj = kueue.cluster_queue(records.ClusterQueueSpec(
+        records.ObjectMeta(tenant.name, labels=labels_for(tenant.name)), resource_groups=resource_groups(tenant),
         cohort=tenant.cohort or None, namespace_selector={"matchLabels": {TENANT_LABEL: tenant.name}},
         queueing_strategy=tenant.queueing_strategy or None, preemption=_preemption(tenant),
         fair_sharing_weight=tenant.fair_sharing_weight, stop_policy="HoldAndDrain" if draining else None))
@@ -196,7 +184,8 @@ def cluster_queue(tenant: Tenant, draining: bool = False) -> t.Dict[str, t.Any]:
 
 
 def local_queue(name: str, namespace: str, cluster_queue_name: str, tenant: str) -> t.Dict[str, t.Any]:
-    return kueue.local_queue(LocalQueueSpec(ObjectMeta(name, namespace, labels_for(tenant)), cluster_queue_name))
+    return kueue.local_queue(records.LocalQueueSpec(records.ObjectMeta(name, namespace, labels_for(tenant)),
+                                                    cluster_queue_name))
 
 
 # -- namespaces and RBAC -----------------------------------------------------------------------------------
