@@ -160,9 +160,16 @@ def _weight(problems: t.List[str], where: str, weight: t.Any) -> t.Optional[str]
     return normalize_quantity(weight)
 
 
-def _unknown(problems: t.List[str], options: t.Mapping[str, t.Any]) -> None:
+def _begin(kind: str, name: str, options: t.Dict[str, t.Any], value: t.Any = None,
+           alias: str = "") -> t.Tuple[t.List[str], t.Any]:
+    """The problem list of one ``kind`` object with its unknown options and its name checked, and ``value`` or, when
+    unset, the option ``alias`` (``parent_name`` for ``parent`` ...)."""
+    problems: t.List[str] = []
+    value = value or options.pop(alias, None)
     if options:
         problems.append("unknown options: %s" % ", ".join(sorted(options)))
+    _check_name(problems, "%s name" % kind, name)
+    return problems, value
 
 
 def _label_selector(problems: t.List[str], where: str, selector: t.Any) -> t.Dict[str, t.Any]:
@@ -383,9 +390,8 @@ def parse_resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]
                           topology_name: t.Optional[str] = None, labels: t.Optional[t.Mapping[str, str]] = None,
                           annotations: t.Optional[t.Mapping[str, str]] = None) -> ResourceFlavorSpec:
     """A ResourceFlavor: which nodes (labels), their taints, and the tolerations added to admitted pods."""
-    problems: t.List[str] = []
     what = "ResourceFlavor %s" % name
-    _check_name(problems, "ResourceFlavor name", name)
+    problems, _ = _begin("ResourceFlavor", name, {})
     flavor = Flavor(name)
     if node_labels:
         if not isinstance(node_labels, dict):
@@ -420,11 +426,8 @@ def parse_cohort(name: str, parent: t.Optional[str] = None,
 
     ``parent_name`` is accepted as an alias of ``parent``.
     """
-    problems: t.List[str] = []
     what = "Cohort %s" % name
-    parent = parent or kwargs.pop("parent_name", None)
-    _unknown(problems, kwargs)
-    _check_name(problems, "Cohort name", name)
+    problems, parent = _begin("Cohort", name, kwargs, parent, "parent_name")
     if parent:
         _check_name(problems, "Cohort parent", parent)
         if parent == name:
@@ -521,11 +524,8 @@ def parse_cluster_queue(name: str, resource_groups: t.Optional[t.Sequence[t.Mapp
     ``cohort_name`` is accepted as an alias of ``cohort``. ``namespace_selector``
     None leaves it unset, which in Kueue means *no* namespace may submit; pass ``{}`` for all namespaces.
     """
-    problems: t.List[str] = []
     what = "ClusterQueue %s" % name
-    cohort_name = cohort or kwargs.pop("cohort_name", None)
-    _unknown(problems, kwargs)
-    _check_name(problems, "ClusterQueue name", name)
+    problems, cohort_name = _begin("ClusterQueue", name, kwargs, cohort, "cohort_name")
     if cohort_name:
         _check_name(problems, "cohort", cohort_name)
     spec = ClusterQueueSpec(ObjectMeta(name), cohort=cohort_name or None)
@@ -557,11 +557,8 @@ def parse_local_queue(name: str, namespace: str, cluster_queue: t.Optional[str] 
                       labels: t.Optional[t.Mapping[str, str]] = None,
                       annotations: t.Optional[t.Mapping[str, str]] = None, **kwargs: t.Any) -> LocalQueueSpec:
     """A LocalQueue in ``namespace`` pointing at the ClusterQueue ``cluster_queue``."""
-    problems: t.List[str] = []
     what = "LocalQueue %s/%s" % (namespace, name)
-    cq = cluster_queue or kwargs.pop("cluster_queue_name", None)
-    _unknown(problems, kwargs)
-    _check_name(problems, "LocalQueue name", name)
+    problems, cq = _begin("LocalQueue", name, kwargs, cluster_queue, "cluster_queue_name")
     _check_name(problems, "LocalQueue namespace", namespace, label=True)
     if not cq:
         problems.append("cluster_queue is required: the ClusterQueue this LocalQueue submits to")
@@ -578,9 +575,8 @@ def parse_workload_priority_class(name: str, value: t.Any, description: t.Option
                                   labels: t.Optional[t.Mapping[str, str]] = None,
                                   annotations: t.Optional[t.Mapping[str, str]] = None) -> PriorityClassSpec:
     """A WorkloadPriorityClass (jobs pick it with label kueue.x-k8s.io/priority-class)."""
-    problems: t.List[str] = []
     what = "WorkloadPriorityClass %s" % name
-    _check_name(problems, "WorkloadPriorityClass name", name)
+    problems, _ = _begin("WorkloadPriorityClass", name, {})
     if isinstance(value, bool) or not isinstance(value, int):
         try:
             value = int(str(value))
