@@ -391,7 +391,7 @@ def parse_resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]
                           annotations: t.Optional[t.Mapping[str, str]] = None) -> ResourceFlavorSpec:
     """A ResourceFlavor: which nodes (labels), their taints, and the tolerations added to admitted pods."""
     what = "ResourceFlavor %s" % name
-    problems, _ = _begin("ResourceFlavor", name, {})
+    problems = _begin("ResourceFlavor", name, {})[0]
     flavor = Flavor(name)
     if node_labels:
         if not isinstance(node_labels, dict):
@@ -576,7 +576,7 @@ def parse_workload_priority_class(name: str, value: t.Any, description: t.Option
                                   annotations: t.Optional[t.Mapping[str, str]] = None) -> PriorityClassSpec:
     """A WorkloadPriorityClass (jobs pick it with label kueue.x-k8s.io/priority-class)."""
     what = "WorkloadPriorityClass %s" % name
-    problems, _ = _begin("WorkloadPriorityClass", name, {})
+    problems = _begin("WorkloadPriorityClass", name, {})[0]
     if isinstance(value, bool) or not isinstance(value, int):
         try:
             value = int(str(value))
