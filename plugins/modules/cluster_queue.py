@@ -237,9 +237,9 @@ diff:
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, cluster_queue
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
-from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_options import RESOURCE_GROUPS_OPTION, drop_none
+from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_options import RESOURCE_GROUPS_OPTION, cluster_queue, drop_none
 
 SELECTOR_SPEC = {
     "match_labels": {"type": "dict"},

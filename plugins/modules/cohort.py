@@ -144,6 +144,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quotas i
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import Validator
 from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_objects import parse_cohort
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, cohort
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.tenancy import quota_resource_groups
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
@@ -177,11 +178,14 @@ def inventory_groups(params):
 
 
 def build(params):
-    groups = inventory_groups(params) if params.get("quotas") else drop_none(params.get("resource_groups") or [])
-    return cohort(params["name"], parent=params.get("parent"),
-                  resource_groups=groups,
-                  fair_sharing_weight=params.get("fair_sharing_weight"),
-                  labels=params.get("labels"), annotations=params.get("annotations"))
+    groups = inventory_groups(params) if params.get("quotas") else None  # checked by the tenants role's parser
+    spec = parse_cohort(params["name"], parent=params.get("parent"),
+                        resource_groups=None if groups else drop_none(params.get("resource_groups") or []),
+                        fair_sharing_weight=params.get("fair_sharing_weight"),
+                        labels=params.get("labels"), annotations=params.get("annotations"))
+    if groups:
+        spec.resource_groups = groups
+    return cohort(spec)
 
 
 def main():

@@ -114,8 +114,9 @@ diff:
 from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION, local_queue
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue import API_VERSION
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.object_module import argument_spec, run_object_module
+from ansible_collections.gpuaas.platform.plugins.module_utils.kueue_options import local_queue
 
 MODULE_SPEC = {
     "name": {"type": "str", "required": True},

@@ -14,6 +14,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_ru
     too_many_node_labels,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import TAINT_EFFECTS
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import is_label_key
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import Flavor
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import Validator
 
@@ -46,6 +47,9 @@ def _taints(check: Validator, path: str, value: t.Any) -> t.List[t.Dict[str, t.A
     for _index, taint_path, taint in check.items(path, value, TAINT_KEYS):
         if not taint.get("key"):
             check.err(taint_path + ".key", "is required")
+        elif not is_label_key(taint["key"]):
+            check.err(taint_path + ".key", "%r is not a valid taint key (a qualified name, e.g. nvidia.com/gpu)"
+                      % (taint["key"],))
         if taint.get("effect") not in TAINT_EFFECTS:
             check.err(taint_path + ".effect", "%r is not one of %s" % (taint.get("effect"), ", ".join(TAINT_EFFECTS)))
         out.append(dict(taint))

@@ -32,16 +32,24 @@ def toleration_problems(toleration: t.Mapping[str, t.Any]) -> t.List[t.Tuple[str
     ``("value", "must be empty when operator is Exists")``.
 
     A missing operator means ``Equal`` and a missing or empty effect means every effect, as in the Pod API.
+    ``tolerationSeconds`` (the API's word; ``toleration_seconds`` in the modules' options) needs effect NoExecute.
     """
     problems: t.List[t.Tuple[str, str]] = []
-    operator = toleration.get("operator", "Equal")
+    operator = toleration.get("operator")
+    if operator is None:
+        operator = "Equal"
     if operator not in TOLERATION_OPERATORS:
         problems.append(("operator", "%r is not one of %s" % (operator, ", ".join(TOLERATION_OPERATORS))))
+    if not toleration.get("key") and operator != "Exists":
+        problems.append(("operator", "must be Exists when key is empty"))
     if operator == "Exists" and toleration.get("value") not in (None, ""):
         problems.append(("value", "must be empty when operator is Exists"))
     effect = toleration.get("effect")
     if effect not in (None, "") and effect not in TAINT_EFFECTS:
         problems.append(("effect", "%r is not one of %s" % (effect, ", ".join(TAINT_EFFECTS))))
+    seconds = [toleration.get(key) for key in ("tolerationSeconds", "toleration_seconds")]
+    if seconds != [None, None] and effect != "NoExecute":
+        problems.append(("tolerationSeconds", "needs effect NoExecute"))
     return problems
 
 

@@ -104,8 +104,10 @@ def parse_preemption(check: Validator, path: str, value: t.Any) -> Preemption:
     borrow = check.mapping(path + ".borrow_within_cohort", data.get("borrow_within_cohort"), BORROW_KEYS)
     if borrow:
         out.borrow_policy = check.enum(path + ".borrow_within_cohort.policy", borrow.get("policy"), BORROW_POLICIES)
-        out.borrow_max_priority_threshold = check.optional_integer(path + ".borrow_within_cohort.max_priority_threshold",
-                                                                   borrow.get("max_priority_threshold"))
+        threshold = borrow.get("max_priority_threshold")
+        if threshold is not None:  # Kueue's maxPriorityThreshold is an int32
+            out.borrow_max_priority_threshold = check.integer(path + ".borrow_within_cohort.max_priority_threshold",
+                                                              threshold, -2 ** 31, 2 ** 31 - 1)
         if out.reclaim_within_cohort in (None, "Never") and out.borrow_policy not in (None, "Never"):
             check.err(path + ".borrow_within_cohort.policy",
                       "needs reclaim_within_cohort LowerPriority or Any (Kueue refuses reclaimWithinCohort=Never with borrowWithinCohort)")

@@ -54,6 +54,8 @@ class Preemption:
     within_cluster_queue: t.Optional[str] = None
     borrow_policy: t.Optional[str] = None
     borrow_max_priority_threshold: t.Optional[int] = None
+    # the cluster_queue module's borrow_within_cohort was written, even empty: the object carries it as written
+    borrow_within_cohort_set: bool = False
 
 
 @dataclass
@@ -203,3 +205,92 @@ class HardwareProfilePlan:
     priority_class: t.Optional[str]
     identifiers: t.List[ProfileIdentifier]
     display_name: str
+
+
+# -- the single-object Kueue modules (inventory/kueue_objects.py parses their options into these) ----------
+
+@dataclass
+class ObjectMeta:
+    """Name, namespace and the caller's labels and annotations of one object (annotations as text)."""
+    name: str
+    namespace: t.Optional[str] = None
+    labels: t.Dict[str, str] = field(default_factory=dict)
+    annotations: t.Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ResourceQuota:
+    """One resource of a flavor in a resource group; quantities in their canonical text."""
+    name: str
+    nominal_quota: str
+    borrowing_limit: t.Optional[str] = None
+    lending_limit: t.Optional[str] = None
+
+
+@dataclass
+class FlavorQuotas:
+    name: str
+    resources: t.List[ResourceQuota]  # in the order of the group's covered_resources
+
+
+@dataclass
+class ResourceGroup:
+    """One ``spec.resourceGroups`` entry of a ClusterQueue or Cohort, checked against Kueue's rules."""
+    covered_resources: t.List[str]
+    flavors: t.List[FlavorQuotas]
+
+
+@dataclass
+class FlavorFungibility:
+    when_can_borrow: t.Optional[str] = None
+    when_can_preempt: t.Optional[str] = None
+    preference: t.Optional[str] = None
+
+
+@dataclass
+class AdmissionCheck:
+    name: str
+    on_flavors: t.List[str] = field(default_factory=list)
+
+
+@dataclass
+class ResourceFlavorSpec:
+    meta: ObjectMeta
+    flavor: Flavor  # taints and tolerations as given (Kubernetes keys; toleration_seconds or tolerationSeconds)
+
+
+@dataclass
+class CohortSpec:
+    meta: ObjectMeta
+    parent: t.Optional[str] = None
+    resource_groups: t.List[ResourceGroup] = field(default_factory=list)
+    fair_sharing_weight: t.Optional[str] = None
+
+
+@dataclass
+class ClusterQueueSpec:
+    meta: ObjectMeta
+    resource_groups: t.List[ResourceGroup] = field(default_factory=list)
+    cohort: t.Optional[str] = None
+    # a label selector in the API's words (matchLabels, matchExpressions); None leaves it unset: no namespace submits
+    namespace_selector: t.Optional[t.Dict[str, t.Any]] = None
+    queueing_strategy: t.Optional[str] = None
+    preemption: t.Optional[Preemption] = None
+    fair_sharing_weight: t.Optional[str] = None
+    stop_policy: t.Optional[str] = None
+    flavor_fungibility: t.Optional[FlavorFungibility] = None
+    admission_checks: t.List[AdmissionCheck] = field(default_factory=list)
+
+
+@dataclass
+class LocalQueueSpec:
+    meta: ObjectMeta
+    cluster_queue: str
+    stop_policy: t.Optional[str] = None
+    fair_sharing_weight: t.Optional[str] = None
+
+
+@dataclass
+class PriorityClassSpec:
+    meta: ObjectMeta
+    priority: Priority

@@ -2,595 +2,128 @@
 # Copyright: (c) 2026, gpuaas.platform contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Snake_case options -> Kueue ``v1beta2`` manifests, with validation that explains mistakes.
+"""Typed Kueue records -> Kueue ``v1beta2`` manifests.
 
-Pure functions (no I/O). Every builder collects *all* problems and raises one
-``ValidationError`` listing them. Nested dicts accept snake_case keys (``nominal_quota``)
-and the API's camelCase (``nominalQuota``) alike, so inventories can use either.
-Optional values left at None are omitted from the manifest (the API default applies).
+Pure functions (no I/O) that do not validate: their input was checked by a parser (the single-object modules'
+options by ``inventory/kueue_objects.py``, the inventory by its section parsers; ``manifests/tenancy.py`` builds
+the records from the ``TenantModel``). Values left at None are omitted from the manifest (the API default applies).
 """
 
 from __future__ import annotations
 
 import typing as t
-from decimal import Decimal
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import (
-    MAX_LABEL,
-    MAX_SUBDOMAIN,
-    is_label_key_name,
-    is_label_key_prefix,
-    is_label_value,
-    is_name,
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_objects import option
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import (
+    ClusterQueueSpec,
+    CohortSpec,
+    LocalQueueSpec,
+    ObjectMeta,
+    Preemption,
+    PriorityClassSpec,
+    ResourceFlavorSpec,
+    ResourceGroup,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import (  # noqa: F401 - re-exported for the modules
-    BORROW_POLICIES,
-    FUNGIBILITY_OLD,
-    FUNGIBILITY_POLICIES,
-    FUNGIBILITY_PREFERENCES,
-    QUEUEING_STRATEGIES,
-    RECLAIM_POLICIES,
-    SELECTOR_OPERATORS,
-    STOP_POLICIES,
-    TAINT_EFFECTS,
-    TOLERATION_OPERATORS,
-    WITHIN_CQ_POLICIES,
-)
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_rules import (
-    MAX_NODE_LABELS,
-    lends_above_nominal,
-    too_many_node_labels,
-)
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import normalize_quantity, quantity_value
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 
-MAX_NODE_TAINTS = 8
-MAX_TOLERATIONS = 8
-MAX_RESOURCE_GROUPS = 16
-MAX_PER_GROUP = 64
-MAX_FLAVORS_TOTAL = 256
-INT32_MAX = 2 ** 31 - 1
+
+def _fields(*pairs: t.Tuple[str, t.Any]) -> t.Dict[str, t.Any]:
+    """The fields whose value is not None, in order: a field left out takes the API's default."""
+    return {key: value for key, value in pairs if value is not None}
 
 
-# -- small helpers ------------------------------------------------------------------------------------------
-
-def _camel(snake: str) -> str:
-    head, *rest = snake.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+def _metadata(meta: ObjectMeta) -> t.Dict[str, t.Any]:
+    return _fields(("name", meta.name), ("namespace", meta.namespace or None), ("labels", dict(meta.labels) or None),
+                   ("annotations", dict(meta.annotations) or None))
 
 
-def _get(d: t.Mapping[str, t.Any], snake: str, default: t.Any = None) -> t.Any:
-    """d[snake] or d[camelCase(snake)]."""
-    if snake in d and d[snake] is not None:
-        return d[snake]
-    camel = _camel(snake)
-    if camel in d and d[camel] is not None:
-        return d[camel]
-    return default
+def _object(kind: str, meta: ObjectMeta, spec: t.Dict[str, t.Any]) -> t.Dict[str, t.Any]:
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": _metadata(meta), "spec": spec}
 
 
-def _check_quantity(problems: t.List[str], where: str, value: t.Any, allow_negative: bool = False) -> t.Optional[Decimal]:
-    q = quantity_value(value)
-    if q is None:
-        problems.append("%s: %r is not a Kubernetes quantity (examples: 8, '500m', '64Gi', '1Ti')" % (where, value))
-        return None
-    if q < 0 and not allow_negative:
-        problems.append("%s: %s must not be negative" % (where, value))
-    return q
+def _fair_sharing(weight: t.Optional[str]) -> t.Optional[t.Dict[str, t.Any]]:
+    return None if weight is None else {"weight": weight}
 
 
-def _check_name(problems: t.List[str], what: str, name: t.Any, label: bool = False) -> None:
-    if not isinstance(name, str) or not name:
-        problems.append("%s: a name is required" % what)
-    elif not is_name(name, label):
-        problems.append("%s: %r is not a valid name (lower-case letters, digits, '-'%s; at most %d characters)"
-                        % (what, name, "" if label else " and '.'", MAX_LABEL if label else MAX_SUBDOMAIN))
+def resource_groups(groups: t.Sequence[ResourceGroup]) -> t.List[t.Dict[str, t.Any]]:
+    """``spec.resourceGroups`` (each flavor's resources in the order of ``coveredResources``, as the API requires)."""
+    return [{"coveredResources": list(group.covered_resources), "flavors": [
+        {"name": flavor.name, "resources": [
+            _fields(("name", res.name), ("nominalQuota", res.nominal_quota), ("borrowingLimit", res.borrowing_limit),
+                    ("lendingLimit", res.lending_limit)) for res in flavor.resources]}
+        for flavor in group.flavors]} for group in groups]
 
 
-def _check_label_key(problems: t.List[str], where: str, key: t.Any) -> None:
-    if not isinstance(key, str) or not key:
-        problems.append("%s: label key %r is empty or not a string" % (where, key))
-        return
-    prefix, sep, name = key.rpartition("/")
-    if sep and not is_label_key_prefix(prefix):
-        problems.append("%s: label key prefix %r must be a DNS subdomain" % (where, prefix))
-    if not is_label_key_name(name):
-        problems.append("%s: label key %r is invalid (alphanumerics, '-', '_', '.'; at most 63 characters)" % (where, key))
+def _taint(taint: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
+    value = taint.get("value")
+    return _fields(("key", taint.get("key")), ("effect", taint.get("effect")),
+                   ("value", None if value is None else str(value)))
 
 
-def _check_label_value(problems: t.List[str], where: str, value: t.Any) -> None:
-    if not is_label_value(value):
-        problems.append("%s: label value %r is invalid (a string of alphanumerics, '-', '_', '.'; at most 63 "
-                        "characters; quote numbers and booleans in YAML)" % (where, value))
+def _toleration(toleration: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
+    value = toleration.get("value")
+    seconds = option(toleration, "toleration_seconds")
+    return _fields(("key", toleration.get("key")), ("operator", toleration.get("operator")),
+                   ("effect", toleration.get("effect")), ("value", None if value is None else str(value)),
+                   ("tolerationSeconds", None if seconds is None else int(seconds)))
 
 
-def _choice(problems: t.List[str], where: str, value: t.Any, choices: t.Sequence[str]) -> None:
-    if value is not None and value not in choices:
-        problems.append("%s: %r is not one of %s" % (where, value, ", ".join(choices)))
-
-
-def _metadata(name: str, namespace: t.Optional[str], labels: t.Optional[t.Mapping[str, str]],
-              annotations: t.Optional[t.Mapping[str, str]], problems: t.List[str], what: str) -> t.Dict[str, t.Any]:
-    meta: t.Dict[str, t.Any] = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    if labels:
-        for k, v in labels.items():
-            _check_label_key(problems, "%s labels" % what, k)
-            _check_label_value(problems, "%s labels[%s]" % (what, k), v)
-        meta["labels"] = dict(labels)
-    if annotations:
-        meta["annotations"] = {k: str(v) for k, v in annotations.items()}
-    return meta
-
-
-def _raise(problems: t.List[str], what: str) -> None:
-    if problems:
-        raise ValidationError(
-            "%s is invalid (%d problem%s)" % (what, len(problems), "" if len(problems) == 1 else "s"),
-            hint="fix the options listed; see ansible-doc gpuaas.platform.<module> for each option",
-            problems=problems,
-        )
-
-
-def _fair_sharing(problems: t.List[str], where: str, weight: t.Any) -> t.Optional[t.Dict[str, t.Any]]:
-    if weight is None:
-        return None
-    _check_quantity(problems, "%s fair_sharing weight" % where, weight)
-    return {"weight": normalize_quantity(weight)}
-
-
-def _label_selector(problems: t.List[str], where: str, selector: t.Any) -> t.Dict[str, t.Any]:
-    if not isinstance(selector, dict):
-        problems.append("%s: must be a label selector mapping (match_labels / match_expressions), got %r"
-                        % (where, selector))
-        return {}
-    out: t.Dict[str, t.Any] = {}
-    known = {"match_labels", "matchLabels", "match_expressions", "matchExpressions"}
-    unknown = sorted(set(selector) - known)
-    if unknown:
-        problems.append("%s: unknown keys %s (use match_labels and match_expressions)" % (where, ", ".join(unknown)))
-    labels = _get(selector, "match_labels")
-    if labels is not None:
-        if not isinstance(labels, dict):
-            problems.append("%s.match_labels must be a mapping" % where)
-        else:
-            for k, v in labels.items():
-                _check_label_key(problems, "%s.match_labels" % where, k)
-                _check_label_value(problems, "%s.match_labels[%s]" % (where, k), v)
-            out["matchLabels"] = dict(labels)
-    exprs = _get(selector, "match_expressions")
-    if exprs is not None:
-        out_exprs = []
-        for i, expr in enumerate(exprs if isinstance(exprs, list) else [exprs]):
-            w = "%s.match_expressions[%d]" % (where, i)
-            if not isinstance(expr, dict):
-                problems.append("%s must be a mapping with key, operator and values" % w)
-                continue
-            key, op, values = expr.get("key"), expr.get("operator"), expr.get("values")
-            _check_label_key(problems, w, key)
-            _choice(problems, "%s.operator" % w, op, SELECTOR_OPERATORS)
-            if op in ("In", "NotIn") and not values:
-                problems.append("%s: operator %s needs a non-empty values list" % (w, op))
-            if op in ("Exists", "DoesNotExist") and values:
-                problems.append("%s: operator %s takes no values" % (w, op))
-            item = {"key": key, "operator": op}
-            if values:
-                item["values"] = [str(v) for v in values]
-            out_exprs.append(item)
-        out["matchExpressions"] = out_exprs
-    return out
-
-
-# -- resource groups (ClusterQueue and Cohort) --------------------------------------------------------------
-
-def build_resource_groups(groups: t.Optional[t.Sequence[t.Mapping[str, t.Any]]], problems: t.List[str], where: str,
-                          allow_limits: bool, limits_reason: str, cap_lending: bool = True) -> t.List[t.Dict[str, t.Any]]:
-    """Validate and build ``resourceGroups``.
-
-    ``cap_lending``: a lending limit may not exceed the nominal quota (Kueue's rule for a ClusterQueue; a Cohort's
-    lending limit bounds its whole subtree, so Kueue lets it exceed the Cohort's own nominal quota).
-
-    Each group: ``covered_resources`` (optional: derived from the first flavor's resources) and
-    ``flavors`` [{name, resources: [{name, nominal_quota, borrowing_limit, lending_limit}]}]. A flavor's
-    ``resources`` may also be a mapping ``{resource: nominal}`` or ``{resource: {nominal_quota: ...}}``.
-    """
-    out: t.List[t.Dict[str, t.Any]] = []
-    if not groups:
-        return out
-    if len(groups) > MAX_RESOURCE_GROUPS:
-        problems.append("%s: %d resource groups; at most %d are allowed" % (where, len(groups), MAX_RESOURCE_GROUPS))
-    seen_flavors: t.Dict[str, int] = {}
-    seen_resources: t.Dict[str, int] = {}
-    total_flavors = 0
-    for gi, group in enumerate(groups):
-        gw = "%s resource_groups[%d]" % (where, gi)
-        if not isinstance(group, dict):
-            problems.append("%s must be a mapping with covered_resources and flavors" % gw)
-            continue
-        flavors = _get(group, "flavors") or []
-        if not flavors:
-            problems.append("%s: flavors is empty; list at least one flavor with its quotas" % gw)
-        total_flavors += len(flavors)
-        if len(flavors) > MAX_PER_GROUP:
-            problems.append("%s: %d flavors; at most %d per group" % (gw, len(flavors), MAX_PER_GROUP))
-        built_flavors = []
-        parsed = []
-        for fi, flavor in enumerate(flavors):
-            fw = "%s flavors[%d]" % (gw, fi)
-            if not isinstance(flavor, dict):
-                problems.append("%s must be a mapping with name and resources" % fw)
-                continue
-            fname = flavor.get("name")
-            _check_name(problems, "%s name" % fw, fname)
-            if fname in seen_flavors:
-                problems.append("%s: flavor %r is already used in resource_groups[%d]; each flavor may appear in "
-                                "only one resource group" % (fw, fname, seen_flavors[fname]))
-            elif isinstance(fname, str):
-                seen_flavors[fname] = gi
-            resources = flavor.get("resources")
-            items: t.List[t.Dict[str, t.Any]] = []
-            if isinstance(resources, dict):
-                for rname, spec in resources.items():
-                    item = dict(spec) if isinstance(spec, dict) else {"nominal_quota": spec}
-                    item["name"] = rname
-                    items.append(item)
-            elif isinstance(resources, list):
-                items = [dict(r) if isinstance(r, dict) else {"name": r} for r in resources]
-            else:
-                problems.append("%s (flavor %s): resources must be a list of {name, nominal_quota, ...} or a mapping "
-                                "resource -> quota" % (fw, fname))
-            parsed.append((fw, fname, items))
-        covered = _get(group, "covered_resources")
-        if covered is None:
-            covered = [r.get("name") for r in parsed[0][2]] if parsed else []
-        covered = [str(c) for c in covered]
-        if not covered:
-            problems.append("%s: covered_resources is empty" % gw)
-        if len(covered) > MAX_PER_GROUP:
-            problems.append("%s: %d covered resources; at most %d" % (gw, len(covered), MAX_PER_GROUP))
-        if len(set(covered)) != len(covered):
-            problems.append("%s: covered_resources lists a resource twice: %s" % (gw, covered))
-        for res in covered:
-            if res in seen_resources and seen_resources[res] != gi:
-                problems.append("%s: resource %r is already covered by resource_groups[%d]; each resource may be "
-                                "covered by only one resource group" % (gw, res, seen_resources[res]))
-            seen_resources.setdefault(res, gi)
-        for fw, fname, items in parsed:
-            names = [r.get("name") for r in items]
-            missing = [c for c in covered if c not in names]
-            extra = [n for n in names if n not in covered]
-            if missing:
-                problems.append("%s: flavor %r has no quota for %s; every flavor of a group must list every covered "
-                                "resource (use nominal_quota: 0 for none)" % (fw, fname, ", ".join(missing)))
-            if extra:
-                problems.append("%s: flavor %r sets %s, which the group does not cover (covered_resources: %s)"
-                                % (fw, fname, ", ".join(str(e) for e in extra), ", ".join(covered)))
-            if len(set(names)) != len(names):
-                problems.append("%s: flavor %r lists a resource twice" % (fw, fname))
-            by_name = {r.get("name"): r for r in items}
-            built_resources = []
-            for rname in covered:  # same order as coveredResources, as the API requires
-                r = by_name.get(rname)
-                if r is None:
-                    continue
-                rw = "%s flavor %s resource %s" % (gw, fname, rname)
-                nominal = _get(r, "nominal_quota", _get(r, "nominal"))
-                if nominal is None:
-                    problems.append("%s: nominal_quota is required" % rw)
-                    continue
-                nq = _check_quantity(problems, "%s nominal_quota" % rw, nominal)
-                entry: t.Dict[str, t.Any] = {"name": rname, "nominalQuota": normalize_quantity(nominal)}
-                borrowing = _get(r, "borrowing_limit")
-                lending = _get(r, "lending_limit")
-                if borrowing is not None:
-                    _check_quantity(problems, "%s borrowing_limit" % rw, borrowing)
-                    if not allow_limits:
-                        problems.append("%s: borrowing_limit is set but %s" % (rw, limits_reason))
-                    entry["borrowingLimit"] = normalize_quantity(borrowing)
-                if lending is not None:
-                    lq = _check_quantity(problems, "%s lending_limit" % rw, lending)
-                    if not allow_limits:
-                        problems.append("%s: lending_limit is set but %s" % (rw, limits_reason))
-                    if cap_lending and lq is not None and lends_above_nominal(lending, nominal):
-                        problems.append("%s: lending_limit %s is above nominal_quota %s; a queue can only lend "
-                                        "what it has" % (rw, lending, nominal))
-                    entry["lendingLimit"] = normalize_quantity(lending)
-                built_resources.append(entry)
-            built_flavors.append({"name": fname, "resources": built_resources})
-        out.append({"coveredResources": covered, "flavors": built_flavors})
-    if total_flavors > MAX_FLAVORS_TOTAL:
-        problems.append("%s: %d flavors in total; at most %d" % (where, total_flavors, MAX_FLAVORS_TOTAL))
-    return out
-
-
-# -- builders ----------------------------------------------------------------------------------------------
-
-def resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]] = None,
-                    node_taints: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
-                    tolerations: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
-                    topology_name: t.Optional[str] = None, labels: t.Optional[t.Mapping[str, str]] = None,
-                    annotations: t.Optional[t.Mapping[str, str]] = None) -> t.Dict[str, t.Any]:
+def resource_flavor(rf: ResourceFlavorSpec) -> t.Dict[str, t.Any]:
     """A ResourceFlavor: which nodes (labels), their taints, and the tolerations added to admitted pods."""
-    problems: t.List[str] = []
-    what = "ResourceFlavor %s" % name
-    _check_name(problems, "ResourceFlavor name", name)
-    spec: t.Dict[str, t.Any] = {}
-    if node_labels:
-        if not isinstance(node_labels, dict):
-            problems.append("node_labels must be a mapping label -> value")
-        else:
-            if too_many_node_labels(node_labels):
-                problems.append("node_labels has %d labels; Kueue allows at most %d per flavor (pick the labels that "
-                                "identify the node pool, e.g. nvidia.com/gpu.product)" % (len(node_labels), MAX_NODE_LABELS))
-            for k, v in node_labels.items():
-                _check_label_key(problems, "node_labels", k)
-                _check_label_value(problems, "node_labels[%s]" % k, v)
-            spec["nodeLabels"] = dict(node_labels)
-    if node_taints:
-        if len(node_taints) > MAX_NODE_TAINTS:
-            problems.append("node_taints has %d taints; at most %d" % (len(node_taints), MAX_NODE_TAINTS))
-        taints = []
-        for i, taint in enumerate(node_taints):
-            w = "node_taints[%d]" % i
-            if not isinstance(taint, dict):
-                problems.append("%s must be a mapping with key, value and effect" % w)
-                continue
-            _check_label_key(problems, w, taint.get("key"))
-            _choice(problems, "%s.effect" % w, taint.get("effect"), TAINT_EFFECTS)
-            if taint.get("effect") is None:
-                problems.append("%s: effect is required (%s)" % (w, ", ".join(TAINT_EFFECTS)))
-            item = {"key": taint.get("key"), "effect": taint.get("effect")}
-            if taint.get("value") is not None:
-                item["value"] = str(taint["value"])
-            taints.append(item)
-        spec["nodeTaints"] = taints
-    if tolerations:
-        if len(tolerations) > MAX_TOLERATIONS:
-            problems.append("tolerations has %d entries; at most %d" % (len(tolerations), MAX_TOLERATIONS))
-        tols = []
-        for i, tol in enumerate(tolerations):
-            w = "tolerations[%d]" % i
-            if not isinstance(tol, dict):
-                problems.append("%s must be a mapping (key, operator, value, effect, toleration_seconds)" % w)
-                continue
-            op = tol.get("operator")
-            _choice(problems, "%s.operator" % w, op, TOLERATION_OPERATORS)
-            _choice(problems, "%s.effect" % w, tol.get("effect"), TAINT_EFFECTS)
-            if not tol.get("key") and op != "Exists":
-                problems.append("%s: operator must be Exists when key is empty" % w)
-            if op == "Exists" and tol.get("value") not in (None, ""):
-                problems.append("%s: value must be empty when operator is Exists" % w)
-            seconds = _get(tol, "toleration_seconds")
-            if seconds is not None and tol.get("effect") != "NoExecute":
-                problems.append("%s: toleration_seconds needs effect NoExecute" % w)
-            item = {k: tol[k] for k in ("key", "operator", "effect") if tol.get(k) is not None}
-            if tol.get("value") is not None:
-                item["value"] = str(tol["value"])
-            if seconds is not None:
-                item["tolerationSeconds"] = int(seconds)
-            tols.append(item)
-        spec["tolerations"] = tols
-    if topology_name:
-        _check_name(problems, "topology_name", topology_name)
-        if not node_labels:
-            problems.append("topology_name needs at least one node label (node_labels)")
-        spec["topologyName"] = topology_name
-    meta = _metadata(name, None, labels, annotations, problems, what)
-    _raise(problems, what)
-    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": meta, "spec": spec}
+    flavor = rf.flavor
+    return _object("ResourceFlavor", rf.meta, _fields(
+        ("nodeLabels", dict(flavor.node_labels) or None),
+        ("nodeTaints", [_taint(taint) for taint in flavor.node_taints] or None),
+        ("tolerations", [_toleration(toleration) for toleration in flavor.tolerations] or None),
+        ("topologyName", flavor.topology_name or None)))
 
 
-def cohort(name: str, parent: t.Optional[str] = None, resource_groups: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
-           fair_sharing_weight: t.Any = None, labels: t.Optional[t.Mapping[str, str]] = None,
-           annotations: t.Optional[t.Mapping[str, str]] = None,
-           **kwargs: t.Any) -> t.Dict[str, t.Any]:
-    """A Cohort: a node of the borrowing tree, optionally with shared quota (resource_groups) and a parent.
+def cohort(co: CohortSpec) -> t.Dict[str, t.Any]:
+    """A Cohort: a node of the borrowing tree, optionally with shared quota and a parent."""
+    return _object("Cohort", co.meta, _fields(
+        ("parentName", co.parent or None), ("resourceGroups", resource_groups(co.resource_groups) or None),
+        ("fairSharing", _fair_sharing(co.fair_sharing_weight))))
 
-    ``parent_name`` is accepted as an alias of ``parent``.
+
+def _preemption(pre: Preemption) -> t.Dict[str, t.Any]:
+    borrow = None
+    if pre.borrow_within_cohort_set or pre.borrow_policy:
+        borrow = _fields(("policy", pre.borrow_policy or None), ("maxPriorityThreshold", pre.borrow_max_priority_threshold))
+    return _fields(("reclaimWithinCohort", pre.reclaim_within_cohort or None),
+                   ("withinClusterQueue", pre.within_cluster_queue or None), ("borrowWithinCohort", borrow))
+
+
+def cluster_queue(cq: ClusterQueueSpec) -> t.Dict[str, t.Any]:
+    """A ClusterQueue with quotas per flavor and resource (``spec.resourceGroups`` always written, empty too).
+
+    ``namespace_selector`` None leaves it unset, which in Kueue means *no* namespace may submit.
     """
-    problems: t.List[str] = []
-    what = "Cohort %s" % name
-    groups = resource_groups
-    parent = parent or kwargs.pop("parent_name", None)
-    if kwargs:
-        problems.append("unknown options: %s" % ", ".join(sorted(kwargs)))
-    _check_name(problems, "Cohort name", name)
-    spec: t.Dict[str, t.Any] = {}
-    if parent:
-        _check_name(problems, "Cohort parent", parent)
-        if parent == name:
-            problems.append("Cohort %s cannot be its own parent" % name)
-        spec["parentName"] = parent
-    rgs = build_resource_groups(groups, problems, what, allow_limits=bool(parent),
-                                limits_reason="borrowing/lending limits of a Cohort apply towards its parent and it "
-                                              "has no parent (set parent)", cap_lending=False)
-    if rgs:
-        spec["resourceGroups"] = rgs
-    fs = _fair_sharing(problems, what, fair_sharing_weight)
-    if fs:
-        spec["fairSharing"] = fs
-    meta = _metadata(name, None, labels, annotations, problems, what)
-    _raise(problems, what)
-    return {"apiVersion": API_VERSION, "kind": "Cohort", "metadata": meta, "spec": spec}
+    fung = cq.flavor_fungibility
+    checks = [_fields(("name", check.name), ("onFlavors", list(check.on_flavors) or None))
+              for check in cq.admission_checks]
+    return _object("ClusterQueue", cq.meta, _fields(
+        ("cohortName", cq.cohort or None),
+        ("resourceGroups", resource_groups(cq.resource_groups)),
+        ("namespaceSelector", cq.namespace_selector),
+        ("queueingStrategy", cq.queueing_strategy or None),
+        ("preemption", None if cq.preemption is None else _preemption(cq.preemption)),
+        ("fairSharing", _fair_sharing(cq.fair_sharing_weight)),
+        ("stopPolicy", cq.stop_policy or None),
+        ("flavorFungibility", None if fung is None else _fields(
+            ("whenCanBorrow", fung.when_can_borrow), ("whenCanPreempt", fung.when_can_preempt),
+            ("preference", fung.preference))),
+        ("admissionChecksStrategy", {"admissionChecks": checks} if checks else None)))
 
 
-def _preemption(problems: t.List[str], preemption: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
-    out: t.Dict[str, t.Any] = {}
-    reclaim = _get(preemption, "reclaim_within_cohort")
-    within = _get(preemption, "within_cluster_queue")
-    _choice(problems, "preemption.reclaim_within_cohort", reclaim, RECLAIM_POLICIES)
-    _choice(problems, "preemption.within_cluster_queue", within, WITHIN_CQ_POLICIES)
-    if reclaim:
-        out["reclaimWithinCohort"] = reclaim
-    if within:
-        out["withinClusterQueue"] = within
-    bwc = _get(preemption, "borrow_within_cohort")
-    if bwc is not None:
-        if not isinstance(bwc, dict):
-            problems.append("preemption.borrow_within_cohort must be a mapping (policy, max_priority_threshold)")
-        else:
-            policy = bwc.get("policy")
-            _choice(problems, "preemption.borrow_within_cohort.policy", policy, BORROW_POLICIES)
-            item: t.Dict[str, t.Any] = {}
-            if policy:
-                item["policy"] = policy
-            threshold = _get(bwc, "max_priority_threshold")
-            if threshold is not None:
-                if isinstance(threshold, bool) or not isinstance(threshold, int) or abs(threshold) > INT32_MAX:
-                    problems.append("preemption.borrow_within_cohort.max_priority_threshold must be a 32-bit integer")
-                item["maxPriorityThreshold"] = threshold
-            if policy and policy != "Never" and (reclaim in (None, "Never")):
-                problems.append("preemption: borrow_within_cohort.policy %s needs reclaim_within_cohort other than "
-                                "Never (Kueue rejects reclaimWithinCohort=Never with borrowWithinCohort)" % policy)
-            out["borrowWithinCohort"] = item
-    unknown = set(preemption) - {"reclaim_within_cohort", "reclaimWithinCohort", "within_cluster_queue",
-                                 "withinClusterQueue", "borrow_within_cohort", "borrowWithinCohort"}
-    if unknown:
-        problems.append("preemption: unknown keys %s" % ", ".join(sorted(unknown)))
-    return out
+def local_queue(lq: LocalQueueSpec) -> t.Dict[str, t.Any]:
+    """A LocalQueue pointing at its ClusterQueue."""
+    return _object("LocalQueue", lq.meta, _fields(
+        ("clusterQueue", lq.cluster_queue), ("stopPolicy", lq.stop_policy or None),
+        ("fairSharing", _fair_sharing(lq.fair_sharing_weight))))
 
 
-def _fungibility(problems: t.List[str], fung: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
-    out: t.Dict[str, t.Any] = {}
-    for snake in ("when_can_borrow", "when_can_preempt"):
-        value = _get(fung, snake)
-        if value is None:
-            continue
-        value = FUNGIBILITY_OLD.get(value, value)
-        _choice(problems, "flavor_fungibility.%s" % snake, value, FUNGIBILITY_POLICIES)
-        out[_camel(snake)] = value
-    pref = _get(fung, "preference")
-    if pref is not None:
-        _choice(problems, "flavor_fungibility.preference", pref, FUNGIBILITY_PREFERENCES)
-        if out.get("whenCanBorrow") != "TryNextFlavor" or out.get("whenCanPreempt") != "TryNextFlavor":
-            problems.append("flavor_fungibility.preference needs when_can_borrow and when_can_preempt both set to "
-                            "TryNextFlavor")
-        out["preference"] = pref
-    return out
-
-
-def _admission_checks(problems: t.List[str], checks: t.Sequence[t.Any]) -> t.Dict[str, t.Any]:
-    rules = []
-    for i, check in enumerate(checks):
-        if isinstance(check, str):
-            check = {"name": check}
-        if not isinstance(check, dict):
-            problems.append("admission_checks[%d] must be a name or {name, on_flavors}" % i)
-            continue
-        _check_name(problems, "admission_checks[%d] name" % i, check.get("name"))
-        rule: t.Dict[str, t.Any] = {"name": check.get("name")}
-        flavors = _get(check, "on_flavors")
-        if flavors:
-            rule["onFlavors"] = list(flavors)
-        rules.append(rule)
-    return {"admissionChecks": rules}
-
-
-def cluster_queue(name: str, resource_groups: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
-                  cohort: t.Optional[str] = None, namespace_selector: t.Optional[t.Mapping[str, t.Any]] = None,
-                  queueing_strategy: t.Optional[str] = None, preemption: t.Optional[t.Mapping[str, t.Any]] = None,
-                  fair_sharing_weight: t.Any = None, stop_policy: t.Optional[str] = None,
-                  flavor_fungibility: t.Optional[t.Mapping[str, t.Any]] = None,
-                  admission_checks: t.Optional[t.Sequence[t.Any]] = None,
-                  labels: t.Optional[t.Mapping[str, str]] = None, annotations: t.Optional[t.Mapping[str, str]] = None,
-                  **kwargs: t.Any) -> t.Dict[str, t.Any]:
-    """A ClusterQueue with quotas per flavor and resource.
-
-    ``cohort_name`` is accepted as an alias of ``cohort``. ``namespace_selector``
-    None leaves it unset, which in Kueue means *no* namespace may submit; pass ``{}`` for all namespaces.
-    """
-    problems: t.List[str] = []
-    what = "ClusterQueue %s" % name
-    groups = resource_groups
-    cohort_name = cohort or kwargs.pop("cohort_name", None)
-    if kwargs:
-        problems.append("unknown options: %s" % ", ".join(sorted(kwargs)))
-    _check_name(problems, "ClusterQueue name", name)
-    spec: t.Dict[str, t.Any] = {}
-    if cohort_name:
-        _check_name(problems, "cohort", cohort_name)
-        spec["cohortName"] = cohort_name
-    rgs = build_resource_groups(groups, problems, what, allow_limits=bool(cohort_name),
-                                limits_reason="the ClusterQueue has no cohort to borrow from or lend to (set cohort)")
-    spec["resourceGroups"] = rgs
-    if namespace_selector is not None:
-        spec["namespaceSelector"] = _label_selector(problems, "namespace_selector", namespace_selector)
-    _choice(problems, "queueing_strategy", queueing_strategy, QUEUEING_STRATEGIES)
-    if queueing_strategy:
-        spec["queueingStrategy"] = queueing_strategy
-    if preemption:
-        spec["preemption"] = _preemption(problems, preemption)
-    fs = _fair_sharing(problems, what, fair_sharing_weight)
-    if fs:
-        spec["fairSharing"] = fs
-    _choice(problems, "stop_policy", stop_policy, STOP_POLICIES)
-    if stop_policy:
-        spec["stopPolicy"] = stop_policy
-    if flavor_fungibility:
-        spec["flavorFungibility"] = _fungibility(problems, flavor_fungibility)
-    if admission_checks:
-        spec["admissionChecksStrategy"] = _admission_checks(problems, admission_checks)
-        flavors = {f["name"] for g in rgs for f in g["flavors"]}
-        for rule in spec["admissionChecksStrategy"]["admissionChecks"]:
-            for fl in rule.get("onFlavors") or []:
-                if fl not in flavors:
-                    problems.append("admission check %s: on_flavors names %r, which is not a flavor of this queue"
-                                    % (rule["name"], fl))
-    meta = _metadata(name, None, labels, annotations, problems, what)
-    _raise(problems, what)
-    return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": meta, "spec": spec}
-
-
-def local_queue(name: str, namespace: str, cluster_queue: t.Optional[str] = None, stop_policy: t.Optional[str] = None,
-                fair_sharing_weight: t.Any = None, labels: t.Optional[t.Mapping[str, str]] = None,
-                annotations: t.Optional[t.Mapping[str, str]] = None, **kwargs: t.Any) -> t.Dict[str, t.Any]:
-    """A LocalQueue in ``namespace`` pointing at the ClusterQueue ``cluster_queue``."""
-    problems: t.List[str] = []
-    what = "LocalQueue %s/%s" % (namespace, name)
-    cq = cluster_queue or kwargs.pop("cluster_queue_name", None)
-    if kwargs:
-        problems.append("unknown options: %s" % ", ".join(sorted(kwargs)))
-    _check_name(problems, "LocalQueue name", name)
-    _check_name(problems, "LocalQueue namespace", namespace, label=True)
-    if not cq:
-        problems.append("cluster_queue is required: the ClusterQueue this LocalQueue submits to")
-    else:
-        _check_name(problems, "cluster_queue", cq)
-    spec: t.Dict[str, t.Any] = {"clusterQueue": cq}
-    _choice(problems, "stop_policy", stop_policy, STOP_POLICIES)
-    if stop_policy:
-        spec["stopPolicy"] = stop_policy
-    fs = _fair_sharing(problems, what, fair_sharing_weight)
-    if fs:
-        spec["fairSharing"] = fs
-    meta = _metadata(name, namespace, labels, annotations, problems, what)
-    _raise(problems, what)
-    return {"apiVersion": API_VERSION, "kind": "LocalQueue", "metadata": meta, "spec": spec}
-
-
-def workload_priority_class(name: str, value: int, description: t.Optional[str] = None,
-                            labels: t.Optional[t.Mapping[str, str]] = None,
-                            annotations: t.Optional[t.Mapping[str, str]] = None) -> t.Dict[str, t.Any]:
+def workload_priority_class(pc: PriorityClassSpec) -> t.Dict[str, t.Any]:
     """A WorkloadPriorityClass (jobs pick it with label kueue.x-k8s.io/priority-class)."""
-    problems: t.List[str] = []
-    what = "WorkloadPriorityClass %s" % name
-    _check_name(problems, "WorkloadPriorityClass name", name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(str(value))
-        except ValueError:
-            problems.append("value %r must be an integer" % (value,))
-    if isinstance(value, int) and not -INT32_MAX - 1 <= value <= INT32_MAX:
-        problems.append("value %s is outside the 32-bit integer range" % value)
-    if description is not None and len(description) > 2048:
-        problems.append("description is longer than 2048 characters")
-    meta = _metadata(name, None, labels, annotations, problems, what)
-    _raise(problems, what)
-    obj: t.Dict[str, t.Any] = {"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass", "metadata": meta,
-                               "value": value}
-    if description:
-        obj["description"] = description
-    return obj
+    return _fields(("apiVersion", API_VERSION), ("kind", "WorkloadPriorityClass"), ("metadata", _metadata(pc.meta)),
+                   ("value", pc.priority.value), ("description", pc.priority.description or None))

@@ -51,6 +51,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model im
     TenantModel,
     tenant_priorities,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory import records
 
 COMPONENT_VALUE = "tenants"
 OPENSHIFT_KUEUE_LABEL = "kueue.openshift.io/managed"
@@ -95,34 +96,36 @@ def _meta(name: str, tenant: t.Optional[str] = None, namespace: t.Optional[str] 
     return meta
 
 
-# -- Kueue objects (v1beta2, built by the shared kueue_builders) -------------------------------------------
+# -- Kueue objects (v1beta2, built by manifests/kueue.py from records made of the validated model) ----------
 
 def resource_flavor(name: str, node_labels: t.Optional[t.Mapping[str, str]] = None,
                     node_taints: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
                     tolerations: t.Optional[t.Sequence[t.Mapping[str, t.Any]]] = None,
                     topology_name: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    return kueue.resource_flavor(name, node_labels=node_labels or None, node_taints=node_taints or None,
-                                 tolerations=tolerations or None, topology_name=topology_name, labels=labels_for())
+    flavor = records.Flavor(name, dict(node_labels or {}), list(node_taints or []), list(tolerations or []),
+                            topology_name)
+    return kueue.resource_flavor(records.ResourceFlavorSpec(records.ObjectMeta(name, labels=labels_for()), flavor))
 
 
 def cohort(name: str, parent: t.Optional[str] = None, fair_sharing_weight: t.Optional[str] = None,
            quotas: t.Sequence[Quota] = ()) -> t.Dict[str, t.Any]:
     """A Cohort; ``quotas`` (the cohort's shared pool) become its resourceGroups, grouped as a tenant's are."""
-    return kueue.cohort(name, parent=parent, fair_sharing_weight=fair_sharing_weight,
-                        resource_groups=quota_resource_groups(quotas) or None, labels=labels_for())
+    return kueue.cohort(records.CohortSpec(records.ObjectMeta(name, labels=labels_for()), parent,
+                                           quota_resource_groups(quotas), fair_sharing_weight))
 
 
 def workload_priority_class(name: str, value: int, description: t.Optional[str] = None) -> t.Dict[str, t.Any]:
-    return kueue.workload_priority_class(name, value, description=description, labels=labels_for())
+    return kueue.workload_priority_class(records.PriorityClassSpec(records.ObjectMeta(name, labels=labels_for()),
+                                                                   records.Priority(name, value, description)))
 
 
-def resource_groups(tenant: Tenant) -> t.List[t.Dict[str, t.Any]]:
+def resource_groups(tenant: Tenant) -> t.List[records.ResourceGroup]:
     """Kueue resourceGroups for a tenant's quotas (``quota_resource_groups``)."""
     return quota_resource_groups(tenant.quotas)
 
 
-def quota_resource_groups(quotas: t.Sequence[Quota]) -> t.List[t.Dict[str, t.Any]]:
-    """Kueue resourceGroups (builder words) for the quotas of a tenant's ClusterQueue or of a Cohort.
+def quota_resource_groups(quotas: t.Sequence[Quota]) -> t.List[records.ResourceGroup]:
+    """Kueue resourceGroups for the quotas of a tenant's ClusterQueue or of a Cohort.
 
     Kueue wants every resource in exactly one group and every flavor of a group to list exactly the
     group's covered resources. Flavors sharing a resource are grouped together (connected components,
@@ -152,45 +155,37 @@ def quota_resource_groups(quotas: t.Sequence[Quota]) -> t.List[t.Dict[str, t.Any
     for group in groups:
         flavors = []
         for quota in sorted(group["quotas"], key=lambda q: order[q.flavor]):
-            resources = []
-            for res in group["resources"]:
-                entry: t.Dict[str, t.Any] = {"name": res, "nominal_quota": quota.resources.get(res, "0")}
-                if res in quota.borrowing_limit:
-                    entry["borrowing_limit"] = quota.borrowing_limit[res]
-                if res in quota.lending_limit:
-                    entry["lending_limit"] = quota.lending_limit[res]
-                resources.append(entry)
-            flavors.append({"name": quota.flavor, "resources": resources})
-        out.append({"covered_resources": list(group["resources"]), "flavors": flavors})
+            resources = [records.ResourceQuota(res, quota.resources.get(res, "0"), quota.borrowing_limit.get(res),
+                                               quota.lending_limit.get(res)) for res in group["resources"]]
+            flavors.append(records.FlavorQuotas(quota.flavor, resources))
+        out.append(records.ResourceGroup(list(group["resources"]), flavors))
     return out
+
+
+def _preemption(tenant: Tenant) -> t.Optional[records.Preemption]:
+    """The tenant's preemption as the ClusterQueue carries it; None when it sets nothing (Kueue's defaults)."""
+    pre = tenant.preemption
+    if not (pre.reclaim_within_cohort or pre.within_cluster_queue or pre.borrow_policy):
+        return None
+    return records.Preemption(pre.reclaim_within_cohort or None, pre.within_cluster_queue or None,
+                              pre.borrow_policy or None, pre.borrow_max_priority_threshold if pre.borrow_policy else None)
 
 
 def cluster_queue(tenant: Tenant, draining: bool = False) -> t.Dict[str, t.Any]:
     """The tenant's ClusterQueue (named like the tenant); ``draining`` sets stopPolicy HoldAndDrain."""
-    pre = tenant.preemption
-    preemption: t.Dict[str, t.Any] = {}
-    if pre.reclaim_within_cohort:
-        preemption["reclaim_within_cohort"] = pre.reclaim_within_cohort
-    if pre.within_cluster_queue:
-        preemption["within_cluster_queue"] = pre.within_cluster_queue
-    if pre.borrow_policy:
-        borrow: t.Dict[str, t.Any] = {"policy": pre.borrow_policy}
-        if pre.borrow_max_priority_threshold is not None:
-            borrow["max_priority_threshold"] = pre.borrow_max_priority_threshold
-        preemption["borrow_within_cohort"] = borrow
-    obj = kueue.cluster_queue(
-        tenant.name, resource_groups=resource_groups(tenant), cohort=tenant.cohort,
-        namespace_selector={"matchLabels": {TENANT_LABEL: tenant.name}},
-        queueing_strategy=tenant.queueing_strategy, preemption=preemption or None,
-        fair_sharing_weight=tenant.fair_sharing_weight, stop_policy="HoldAndDrain" if draining else None,
-        labels=labels_for(tenant.name))
+    obj = kueue.cluster_queue(records.ClusterQueueSpec(
+        records.ObjectMeta(tenant.name, labels=labels_for(tenant.name)), resource_groups=resource_groups(tenant),
+        cohort=tenant.cohort or None, namespace_selector={"matchLabels": {TENANT_LABEL: tenant.name}},
+        queueing_strategy=tenant.queueing_strategy or None, preemption=_preemption(tenant),
+        fair_sharing_weight=tenant.fair_sharing_weight, stop_policy="HoldAndDrain" if draining else None))
     if not obj["spec"].get("resourceGroups"):
         obj["spec"].pop("resourceGroups", None)
     return obj
 
 
 def local_queue(name: str, namespace: str, cluster_queue_name: str, tenant: str) -> t.Dict[str, t.Any]:
-    return kueue.local_queue(name, namespace, cluster_queue=cluster_queue_name, labels=labels_for(tenant))
+    return kueue.local_queue(records.LocalQueueSpec(records.ObjectMeta(name, namespace, labels_for(tenant)),
+                                                    cluster_queue_name))
 
 
 # -- namespaces and RBAC -----------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs i
     prometheus_credential,
     read_nodes,
 )
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import INVENTORY_RUN_ARGUMENT_SPEC, InventoryRun
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import InventoryRun
 
 MANAGED_KINDS = (("v1", "Secret"), (keda.KEDA_V, "ClusterTriggerAuthentication"), (keda.KEDA_V, "ScaledObject"))
 
@@ -143,11 +143,3 @@ class NodePoolsRunner(InventoryRun):
                 "set gpuaas_tenants_prune: true to remove the objects of pools missing from the inventory."
                 % (len(kept), "" if len(kept) == 1 else "s", ", ".join(str(r) for r in kept)))
         return [r.to_dict() for r in kept]
-
-
-# The module's options (besides the connection options of k8s_auth); documented in plugins/modules/node_pools.py.
-NODE_POOLS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
-    node_pools=dict(type="list", elements="dict", default=[]),
-    check_templates=dict(type="bool", default=True),
-    **INVENTORY_RUN_ARGUMENT_SPEC,
-)

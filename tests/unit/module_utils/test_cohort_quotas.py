@@ -21,7 +21,8 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model im
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.openshift_ai import max_count
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube import kueue_versions
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue, kueue_import, tenancy
+from ansible_collections.gpuaas.platform.plugins.module_utils import kueue_options as kueue
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_import, tenancy
 
 from .fake_kube import FakeClient
 

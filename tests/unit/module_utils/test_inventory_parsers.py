@@ -90,6 +90,11 @@ def test_node_label_limit():
     ({"key": "k", "operator": "Exists", "value": "v"}, [("value", "must be empty when operator is Exists")]),
     ({"key": "k", "operator": "In"}, [("operator", "'In' is not one of Equal, Exists")]),
     ({"key": "k", "effect": "NoRun"}, [("effect", "'NoRun' is not one of NoSchedule, PreferNoSchedule, NoExecute")]),
+    # the two rules the cluster_queue builder alone held before the module options had their parser (issue 21)
+    ({"operator": "Equal"}, [("operator", "must be Exists when key is empty")]),
+    ({"operator": "Exists"}, []),
+    ({"key": "k", "tolerationSeconds": 30, "effect": "NoSchedule"}, [("tolerationSeconds", "needs effect NoExecute")]),
+    ({"key": "k", "toleration_seconds": 30, "effect": "NoExecute"}, []),
 ])
 def test_toleration_rules(toleration, problems):
     assert kueue_rules.toleration_problems(toleration) == problems
@@ -190,3 +195,28 @@ def test_every_name_the_collection_imports_from_inventory_model_is_there():
     wanted.discard("")
     assert wanted, "no import of inventory.model found"
     assert sorted(n for n in wanted if not hasattr(model, n)) == []
+
+
+# -- what the Kueue builders no longer check: the parsers hold it, before any write (issue 21) ----------------
+
+def test_rules_the_builders_held_are_inventory_problems_now():
+    """The tenancy builders take the typed model and validate nothing: a flavor toleration without key, a taint
+    key that is no qualified name and a borrow threshold beyond int32 are reported by the parsers, with a path."""
+    inventory = {
+        "gpuaas_flavors": [{"name": "h100", "node_taints": [{"key": "not a key", "effect": "NoSchedule"}],
+                            "tolerations": [{"operator": "Equal", "tolerationSeconds": 5, "effect": "NoSchedule"}]}],
+        "gpuaas_cohorts": [{"name": "org"}],
+        "gpuaas_tenants": [{"name": "nlp", "namespaces": ["nlp"], "cohort": "org",
+                            "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 8}}],
+                            "preemption": {"reclaim_within_cohort": "Any", "borrow_within_cohort": {
+                                "policy": "LowerPriority", "max_priority_threshold": 2 ** 31}}}],
+    }
+    with pytest.raises(validator.InventoryError) as info:
+        model.TenantModel.from_inventory(inventory)
+    problems = info.value.problems
+    assert "gpuaas_flavors[0].node_taints[0].key: 'not a key' is not a valid taint key (a qualified name, e.g. " \
+           "nvidia.com/gpu)" in problems
+    assert "gpuaas_flavors[0].tolerations[0].operator: must be Exists when key is empty" in problems
+    assert "gpuaas_flavors[0].tolerations[0].tolerationSeconds: needs effect NoExecute" in problems
+    assert "gpuaas_tenants[0].preemption.borrow_within_cohort.max_priority_threshold: must be at most 2147483647, " \
+           "got 2147483648" in problems

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue as kb
+from ansible_collections.gpuaas.platform.plugins.module_utils import kueue_options as kb
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity import quantity_value
 
 
 def gpu_group(**resource):
@@ -131,8 +132,9 @@ def test_resource_flavor_and_limits():
                                  tolerations=[{"operator": "Equal", "toleration_seconds": 5, "effect": "NoSchedule"}],
                                  node_taints=[{"key": "k", "effect": "Sometimes"}]))
     assert "node_labels has 9 labels; Kueue allows at most 8" in text
-    assert "operator must be Exists when key is empty" in text
-    assert "toleration_seconds needs effect NoExecute" in text
+    # the toleration rules are kueue_rules.toleration_problems, shared with gpuaas_flavors: field, then reason
+    assert "tolerations[0].operator: must be Exists when key is empty" in text
+    assert "tolerations[0].toleration_seconds: needs effect NoExecute" in text
     assert "'Sometimes' is not one of" in text
 
 
@@ -165,7 +167,7 @@ def test_local_queue_and_priority_class():
 @pytest.mark.parametrize("value,expected", [("1Ti", 2 ** 40), ("500m", 0.5), ("1e3", 1000), (8, 8), ("64Gi", 64 * 2 ** 30),
                                             ("2k", 2000)])
 def test_quantity_value(value, expected):
-    assert float(kb.quantity_value(value)) == expected
+    assert float(quantity_value(value)) == expected
 
 
 def test_unknown_option_is_reported():

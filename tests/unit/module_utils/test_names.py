@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.names import is_label_key, is_label_value, is_name
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import Validator
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue
+from ansible_collections.gpuaas.platform.plugins.module_utils import kueue_options as kueue
 
 LABEL_KEYS = {
     "nvidia.com/gpu.product": True,

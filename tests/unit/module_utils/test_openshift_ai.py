@@ -261,7 +261,7 @@ def test_node_pools_validates_the_same_section_as_tenants():
     """The tenants role runs node_pools first on the same inventory: with the section it must reach the same verdict
     (a tenant's hardware_profiles: true planned with the section's counts, not the defaults)."""
     from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import inventory_from_params
-    from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_runner import NODE_POOLS_ARGUMENT_SPEC
+    from ansible_collections.gpuaas.platform.plugins.modules.node_pools import NODE_POOLS_ARGUMENT_SPEC
     inv = example()
     inv["gpuaas_openshift_ai"]["cpu"] = {"min": 1, "default": 56}  # exactly data-science's 56: fine; default 2 too
     params = {"flavors": inv["gpuaas_flavors"], "cohorts": inv["gpuaas_cohorts"], "priorities": inv["gpuaas_priorities"],

@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube import ownership
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube import engine as ae
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue as kb
+from ansible_collections.gpuaas.platform.plugins.module_utils import kueue_options as kb
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
