@@ -19,7 +19,10 @@ from decimal import Decimal
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import ValidationError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_rules import (
+    MAX_FLAVORS_TOTAL,
     MAX_NODE_LABELS,
+    MAX_PER_GROUP,
+    MAX_RESOURCE_GROUPS,
     lends_above_nominal,
     toleration_problems,
     too_many_node_labels,
@@ -64,9 +67,6 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records 
 
 MAX_NODE_TAINTS = 8
 MAX_TOLERATIONS = 8
-MAX_RESOURCE_GROUPS = 16
-MAX_PER_GROUP = 64
-MAX_FLAVORS_TOTAL = 256
 INT32_MAX = 2 ** 31 - 1
 PREEMPTION_KEYS = {"reclaim_within_cohort", "reclaimWithinCohort", "within_cluster_queue", "withinClusterQueue",
                    "borrow_within_cohort", "borrowWithinCohort"}

@@ -20,6 +20,11 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quantity
 
 # ResourceFlavor.spec.nodeLabels: Kueue's CRD allows at most 8 entries.
 MAX_NODE_LABELS = 8
+# ClusterQueue/Cohort spec.resourceGroups: Kueue's CRD allows at most 16 groups, 64 flavors and 64 covered resources
+# per group, and 256 flavors in all the groups together.
+MAX_RESOURCE_GROUPS = 16
+MAX_PER_GROUP = 64
+MAX_FLAVORS_TOTAL = 256
 
 
 def too_many_node_labels(node_labels: t.Sized) -> bool:

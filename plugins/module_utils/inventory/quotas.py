@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import typing as t
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_rules import lends_above_nominal
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_rules import (
+    MAX_FLAVORS_TOTAL,
+    MAX_PER_GROUP,
+    MAX_RESOURCE_GROUPS,
+    lends_above_nominal,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import (
     BORROW_POLICIES,
     RECLAIM_POLICIES,
@@ -69,7 +74,35 @@ def parse_quotas(check: Validator, owner_path: str, value: t.Any, flavors: t.Set
                 check.err("%s.lending_limit.%s" % (path, res),
                           "lending limit %s is above the nominal quota %s" % (limit, resources[res]))
         out.append(Quota(str(flavor), resources, borrowing, lending))
+    check_group_counts(check, owner_path + ".quotas", out)
     return out
+
+
+def check_group_counts(check: Validator, path: str, quotas: t.Sequence[Quota]) -> None:
+    """Kueue's CRD limits on the resourceGroups these quotas become (flavors sharing a resource form one group, as
+    ``manifests.tenancy.quota_resource_groups`` builds them): checked here so that an inventory beyond them is refused
+    before the first write, not by the API server in the middle of a run."""
+    groups: t.List[t.Tuple[t.Set[str], t.List[str]]] = []  # (resources, flavors) per group
+    for quota in quotas:
+        touching = [g for g in groups if g[0] & set(quota.resources)]
+        merged: t.Tuple[t.Set[str], t.List[str]] = (set(quota.resources), [quota.flavor])
+        for group in touching:
+            merged[0].update(group[0])
+            merged[1].extend(group[1])
+            groups.remove(group)
+        groups.append(merged)
+    if len(groups) > MAX_RESOURCE_GROUPS:
+        check.err(path, "these quotas make %d resource groups (flavors sharing no resource are separate groups); Kueue "
+                  "allows at most %d: give the flavors common resources or split the tenant" % (len(groups), MAX_RESOURCE_GROUPS))
+    for resources, flavors in groups:
+        if len(flavors) > MAX_PER_GROUP:
+            check.err(path, "%d flavors share the resources %s; Kueue allows at most %d flavors per resource group"
+                      % (len(flavors), ", ".join(sorted(resources)), MAX_PER_GROUP))
+        if len(resources) > MAX_PER_GROUP:
+            check.err(path, "a resource group of flavors %s covers %d resources; Kueue allows at most %d"
+                      % (", ".join(flavors), len(resources), MAX_PER_GROUP))
+    if len(quotas) > MAX_FLAVORS_TOTAL:
+        check.err(path, "%d flavors; Kueue allows at most %d in one ClusterQueue or Cohort" % (len(quotas), MAX_FLAVORS_TOTAL))
 
 
 def resource_map(check: Validator, path: str, value: t.Any) -> t.Dict[str, str]:

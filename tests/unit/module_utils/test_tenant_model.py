@@ -271,3 +271,23 @@ def test_a_platform_namespace_cannot_be_a_tenants():
     assert "gpuaas_tenants[0].namespaces[0]: 'node-feature-discovery' is a platform namespace" in text
     # openshift-* is a system prefix: refused as such
     assert "gpuaas_tenants[0].namespaces[1]: 'openshift-nfd' is a system namespace" in text
+
+
+def _many_flavor_inventory(flavor_count: int, shared_resource: bool) -> dict:
+    """One tenant with ``flavor_count`` flavors, all quoting nvidia.com/gpu (one resource group) or each its own
+    extended resource (one group per flavor)."""
+    flavors = [{"name": "f%d" % i} for i in range(flavor_count)]
+    quotas = [{"flavor": "f%d" % i, "resources": {("nvidia.com/gpu" if shared_resource else "example.com/r%d" % i): 1}}
+              for i in range(flavor_count)]
+    return {"gpuaas_flavors": flavors, "gpuaas_tenants": [{"name": "big", "namespaces": ["big"], "quotas": quotas}]}
+
+
+def test_kueue_resource_group_limits_are_inventory_problems():
+    """Kueue's ClusterQueue CRD: at most 16 resourceGroups and 64 flavors per group (its schema's maxItems) — an
+    inventory beyond them must be refused by the parser, before any write, not by the API server mid-run."""
+    assert TenantModel.from_inventory(_many_flavor_inventory(16, shared_resource=False))
+    assert TenantModel.from_inventory(_many_flavor_inventory(64, shared_resource=True))
+    too_many_groups = problems(_many_flavor_inventory(17, shared_resource=False))
+    assert any("gpuaas_tenants[0].quotas" in p and "17 resource groups" in p for p in too_many_groups), too_many_groups
+    too_many_flavors = problems(_many_flavor_inventory(65, shared_resource=True))
+    assert any("65 flavors share the resources nvidia.com/gpu" in p for p in too_many_flavors), too_many_flavors
