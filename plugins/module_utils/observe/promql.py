@@ -141,8 +141,8 @@ def gpu_util_by_pod_query(namespace: str, pods: t.Iterable[str], window_seconds:
     exporter's labels). A pod without any sample in the window has no series (unknown is not idle)."""
     names = "|".join(sorted(set(pods)))  # DNS-1123 names: no character needs escaping beyond '.', matched exactly below
     names = names.replace(".", "\\\\.")
-    plain = 'max by (pod) (max_over_time(%s{namespace="%s",pod=~"%s"}[%ds]))' % (DCGM_GPU_UTIL, namespace, names,
-                                                                              window_seconds)
+    plain = ('max by (pod) (max_over_time(%s{namespace="%s",pod=~"%s"}[%ds]))'
+             % (DCGM_GPU_UTIL, namespace, names, window_seconds))
     exported = ('max by (pod) (label_replace(max_over_time(%s{exported_namespace="%s",exported_pod=~"%s"}[%ds]), '
                 '"pod", "$1", "exported_pod", "(.+)"))' % (DCGM_GPU_UTIL, namespace, names, window_seconds))
     return "%s or %s" % (plain, exported)

@@ -81,9 +81,9 @@ class RayReclaimRun:
         for target in targets:
             namespace, name = target.key
             cluster = clusters[target.key] or {}
+            selector = "%s=%s,%s=worker" % (ray_reclaim.CLUSTER_LABEL, name, ray_reclaim.NODE_TYPE_LABEL)
             pods = self._get("v1", "Pod", "pods of RayCluster %s/%s" % (namespace, name), namespace=namespace,
-                             label_selector="%s=%s,%s=worker" % (ray_reclaim.CLUSTER_LABEL, name,
-                                                                  ray_reclaim.NODE_TYPE_LABEL))
+                             label_selector=selector)
             workers = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(ray_reclaim.GROUP_LABEL)
                        in target.groups]
             now = self.clock()

@@ -48,9 +48,12 @@ def group(name, replicas, gpus=1, max_replicas=4, min_replicas=0):
     limits = {"cpu": "1"}
     if gpus:
         limits["nvidia.com/gpu"] = str(gpus)
+    worker = {"name": "w", "image": "ray", "resources": {"limits": limits}}
     return {"groupName": name, "replicas": replicas, "minReplicas": min_replicas, "maxReplicas": max_replicas,
-            "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "w", "image": "ray",
-                                                                          "resources": {"limits": limits}}]}}}
+            "rayStartParams": {}, "template": {"spec": {"containers": [worker]}}}
+
+
+HEAD = {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "head", "image": "ray"}]}}}
 
 
 def cluster(groups=None, annotations=None, name="tune", namespace="nlp"):
@@ -59,8 +62,7 @@ def cluster(groups=None, annotations=None, name="tune", namespace="nlp"):
     return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
             "metadata": {"name": name, "namespace": namespace, "annotations": ann,
                          "labels": {"kueue.x-k8s.io/queue-name": "default"}},
-            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
-                {"name": "head", "image": "ray"}]}}},
+            "spec": {"headGroupSpec": HEAD,
                      "workerGroupSpecs": groups if groups is not None else [group("gpu", 2), group("cpu", 1, gpus=0)]}}
 
 
