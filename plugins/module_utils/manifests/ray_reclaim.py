@@ -182,7 +182,8 @@ def decide(target: Target, cluster: Obj, pods: t.Sequence[Obj], utilization: t.M
     wake = ((cluster.get("metadata") or {}).get("annotations") or {}).get(WAKE_ANNOTATION)
     live = {g.get("groupName"): g for g in _groups(cluster)}
     groups = [g for g in target.groups if g in live]
-    if state.get("reclaimed"):
+    # a reclaimed cluster whose GPU groups someone scaled up since is awake again, judged like any awake cluster
+    if state.get("reclaimed") and not any(_replicas(live[g]) > 0 for g in groups):
         recorded = state["reclaimed"] if isinstance(state["reclaimed"], dict) else {}
         if wake is not None and wake != state.get("wake"):
             restore = {}
@@ -193,8 +194,6 @@ def decide(target: Target, cluster: Obj, pods: t.Sequence[Obj], utilization: t.M
                 # the annotation is the tenant's to edit: never restore above the group's own maximum
                 restore[name] = min(replicas, int(cap)) if cap is not None else replicas
             return Decision("wake", "%s set to %r" % (WAKE_ANNOTATION, wake), restore)
-        if any(_replicas(live[g]) > 0 for g in groups):
-            return Decision("keep", "reclaimed, but its GPU workers were scaled up since; the next idle window decides")
         return Decision("keep", "reclaimed at %s; set the annotation %s to a new value to wake it"
                         % (state.get("at", "?"), WAKE_ANNOTATION))
     woken = _timestamp(state.get("woken"))

@@ -217,6 +217,16 @@ def test_a_tampered_record_never_restores_above_the_groups_max_replicas():
     assert (d.action, d.groups) == ("wake", {"gpu": 4})
 
 
+def test_a_reclaimed_cluster_scaled_up_by_hand_is_judged_awake_and_a_wake_does_not_override_it():
+    live = cluster(annotations={rr.STATE_ANNOTATION: json.dumps({"reclaimed": {"gpu": {"replicas": 4}}}),
+                                rr.WAKE_ANNOTATION: "new"})
+    live["spec"]["workerGroupSpecs"][0]["replicas"] = 1
+    busy = rr.decide(target(), live, [pod("w1")], {"w1": 50.0}, NOW)
+    assert busy.action == "keep" and "busy" in busy.reason
+    idle = rr.decide(target(), live, [pod("w1")], {"w1": 0.0}, NOW)
+    assert (idle.action, idle.groups) == ("reclaim", {"gpu": 1})
+
+
 def test_no_reclaim_within_the_cooldown_after_a_wake():
     live = cluster(annotations={rr.STATE_ANNOTATION: json.dumps({"woken": rr.iso(NOW - 100), "wake": "x"})})
     busy_free = ([pod("w1"), pod("w2")], {"w1": 0.0, "w2": 0.0})
