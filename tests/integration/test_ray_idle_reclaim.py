@@ -29,7 +29,7 @@ import uuid
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
 from conftest import kube_get as get, kube_items as items, kube_resource as res, local_play, wait_until
-from test_ray_workloads import kuberay  # noqa: F401  pylint: disable=unused-import  (the module fixture)
+from test_ray_workloads import kuberay  # noqa: F401  pylint: disable=unused-import
 from test_lab_controllers import require_component
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -75,7 +75,7 @@ def pod(name, grp="gpu", started=HOUR_AGO, phase="Running", cluster_name="tune",
 
 def target(**over):
     [(tenant, auto)] = opted_in(model_of(entry(**over)))
-    targets, problems, _ = rr.resolve_targets([(tenant, auto)], {("nlp", "tune"): cluster()}, 5)
+    targets, problems, _warnings = rr.resolve_targets([(tenant, auto)], {("nlp", "tune"): cluster()}, 5)
     assert not problems, problems
     return targets[0]
 
