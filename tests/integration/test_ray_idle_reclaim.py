@@ -14,8 +14,9 @@ One scenario, in order (the tests share it):
   2. rr-b's two 1-GPU Jobs are admitted on the freed GPUs (borrowed)
   3. alice sets gpuaas.io/wake -> the workers come back: a new slice, admitted by reclaiming rr-b's Jobs; the head
      pod is the same and never restarted
-  4. as alice: she cannot wake or scale rr-b's cluster (RBAC), and a forged reclaim record cannot take more than
-     the group's maxReplicas nor any GPU beyond her quota (the new slice waits, its pods stay gated)
+  4. as alice: she cannot wake or scale rr-b's cluster (RBAC), and a forged reclaim record (on her cluster scaled
+     to 0 by hand) cannot take more than the group's maxReplicas nor any GPU beyond her quota (the new slice waits,
+     its pods stay gated)
 """
 
 from __future__ import annotations
@@ -298,10 +299,14 @@ def test_a_tenant_user_cannot_wake_or_scale_another_tenants_cluster_nor_escape_h
                      STATE: json.dumps({"reclaimed": {"gpu": {"replicas": 4}}})}}}))):
         out = kubectl(lab, "-n", NS_B, *args, context=lab.tenant_context)
         assert out.returncode != 0 and "forbidden" in out.stderr.lower(), (args, out.stdout, out.stderr)
-    # 2. on her own cluster she forges a reclaim record of 50 workers and wakes it: the module restores at most the
-    #    group's maxReplicas (4), and Kueue admits none of it beyond her 3 GPUs (busy holds 1, idle 2)
-    forged = {"metadata": {"annotations": {STATE: json.dumps({"reclaimed": {"gpu": {"replicas": 50}}}), WAKE: "forged"}}}
-    out = kubectl(lab, "-n", NS_A, "patch", "raycluster", IDLE, "--type=merge", "-p", json.dumps(forged),
+    # 2. on her own cluster she scales the GPU workers to 0 herself, forges a reclaim record of 50 workers and wakes
+    #    it: the module restores at most the group's maxReplicas (4), and Kueue admits none of it beyond the tenant's
+    #    quota (3 GPUs in the whole cohort, busy holds 1)
+    forged = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 0},
+              {"op": "add", "path": "/metadata/annotations/gpuaas.io~1idle-reclaim",
+               "value": json.dumps({"reclaimed": {"gpu": {"replicas": 50}}})},
+              {"op": "add", "path": "/metadata/annotations/gpuaas.io~1wake", "value": "forged"}]
+    out = kubectl(lab, "-n", NS_A, "patch", "raycluster", IDLE, "--type=json", "-p", json.dumps(forged),
                   context=lab.tenant_context)
     assert out.returncode == 0, out.stderr
     woke = reclaim(run_playbook, lab)
@@ -314,6 +319,6 @@ def test_a_tenant_user_cannot_wake_or_scale_another_tenants_cluster_nor_escape_h
     time.sleep(3)
     assert gpu_usage(kube, T_A) <= 3
     extra = [p for p in pods_of(kube, IDLE, "worker") if not p["spec"].get("nodeName")]
-    assert len(extra) == 2 and all(ELASTIC in [g["name"] for g in p["spec"].get("schedulingGates") or []] for p in extra), \
+    assert len(extra) == 4 and all(ELASTIC in [g["name"] for g in p["spec"].get("schedulingGates") or []] for p in extra), \
         [(p["metadata"]["name"], p["spec"].get("schedulingGates")) for p in pods_of(kube, IDLE, "worker")]
     assert cluster(kube, THEIRS, NS_B)["spec"] == scenario["theirs"]["spec"], "rr-b's cluster was changed"
