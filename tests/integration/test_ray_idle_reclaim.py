@@ -316,9 +316,12 @@ def test_a_tenant_user_cannot_wake_or_scale_another_tenants_cluster_nor_escape_h
                          "Kueue to create the 4-worker slice")
     wait_until(lambda: cond(get(kube, KUEUE, "Workload", pending["metadata"]["name"], NS_A), "QuotaReserved").get("status")
                == "False", 60, "the 4-worker slice to wait for quota")
+    gated = wait_until(lambda: [p for p in pods_of(kube, IDLE, "worker")
+                                if ELASTIC in [g["name"] for g in p["spec"].get("schedulingGates") or []]], 60,
+                       "KubeRay's new workers, held by Kueue's elastic-job gate")
     time.sleep(3)
     assert gpu_usage(kube, T_A) <= 3
-    extra = [p for p in pods_of(kube, IDLE, "worker") if not p["spec"].get("nodeName")]
-    assert len(extra) == 4 and all(ELASTIC in [g["name"] for g in p["spec"].get("schedulingGates") or []] for p in extra), \
-        [(p["metadata"]["name"], p["spec"].get("schedulingGates")) for p in pods_of(kube, IDLE, "worker")]
+    assert gated and not any(p["spec"].get("nodeName") for p in pods_of(kube, IDLE, "worker")), \
+        [(p["metadata"]["name"], p["spec"].get("nodeName"), p["spec"].get("schedulingGates"))
+         for p in pods_of(kube, IDLE, "worker")]
     assert cluster(kube, THEIRS, NS_B)["spec"] == scenario["theirs"]["spec"], "rr-b's cluster was changed"
