@@ -4,6 +4,9 @@
 
 """A tenant's ``autoscaling`` entries (KEDA ScaledObjects): idle scale-to-zero, load-based scaling, raw triggers.
 
+An entry whose target is a RayCluster is not a ScaledObject (a RayCluster has no /scale): it opts the cluster in to
+idle reclaim of its GPU worker groups by ``gpuaas.platform.ray_idle_reclaim`` (docs/autoscaling.md, RayCluster).
+
 ``parse_autoscaling`` reads one entry outside a tenant, for the ``scaled_object`` module.
 """
 
@@ -28,10 +31,12 @@ SCALE_TARGET_KINDS = {
 }
 # InferenceService has no /scale: its predictor Deployment (KServe raw deployment mode) is scaled instead.
 INFERENCE_SERVICE_SUFFIX = "-predictor"
+# The kind reclaimed by gpuaas.platform.ray_idle_reclaim instead of KEDA (its worker groups have replicas, the
+# cluster has no /scale), and its apiVersion.
+RAY_CLUSTER_KIND = "RayCluster"
+RAY_API_VERSION = "ray.io/v1"
 # Kinds without /scale that users try to autoscale, and what to do instead (docs/autoscaling.md).
 NOT_SCALABLE_KINDS = {
-    "RayCluster": "has no /scale subresource; use Ray's in-tree autoscaler (enableInTreeAutoscaling) with Kueue's "
-                  "elastic jobs (annotation kueue.x-k8s.io/elastic-job: \"true\"), see docs/autoscaling.md",
     "RayJob": "has no /scale subresource; its RayCluster scales with Ray's in-tree autoscaler, see docs/autoscaling.md",
     "RayService": "has no /scale subresource; use Ray Serve autoscaling, see docs/autoscaling.md",
     "Workload": "is Kueue's bookkeeping object, not a workload; scale the Deployment or StatefulSet that owns it",
@@ -39,7 +44,10 @@ NOT_SCALABLE_KINDS = {
 }
 
 AUTOSCALING_KEYS = ("name", "namespace", "target", "min_replicas", "max_replicas", "idle_scale_to_zero",
-                    "load", "polling_interval", "cooldown_period", "triggers")
+                    "load", "polling_interval", "cooldown_period", "triggers", "worker_groups")
+# Keys that mean something to KEDA only: refused on a RayCluster entry (ray_idle_reclaim reads none of them).
+KEDA_ONLY_KEYS = ("min_replicas", "max_replicas", "load", "polling_interval", "triggers")
+KEDA_ONLY_IDLE_KEYS = ("wake_query", "wake_threshold", "pod_regex")
 TARGET_KEYS = ("kind", "name", "api_version")
 IDLE_KEYS = ("after_minutes", "after_seconds", "utilization_threshold", "wake_query", "wake_threshold", "pod_regex")
 LOAD_KEYS = ("query", "target_per_replica", "activation_threshold")
@@ -48,8 +56,10 @@ DEPLOYMENT_POD_NAME_PREFIX = 46
 
 
 def parse_autoscaling_list(check: Validator, path: str, value: t.Any, namespaces: t.List[str],
-                           prometheus_url: t.Optional[str]) -> t.List[Autoscaling]:
-    """A tenant's autoscaling entries, each in one of its ``namespaces``; idle and load read ``prometheus_url``."""
+                           prometheus_url: t.Optional[str], ray: bool = True) -> t.List[Autoscaling]:
+    """A tenant's autoscaling entries, each in one of its ``namespaces``; idle and load read ``prometheus_url``.
+    ``ray``: RayCluster targets are accepted (idle reclaim, ``ray_cluster`` entries); False where only a
+    ScaledObject can come out (the ``scaled_object`` module)."""
     out: t.List[Autoscaling] = []
     seen: t.Dict[t.Tuple[str, str], int] = {}
     for j, apath, data in check.items(path, value, AUTOSCALING_KEYS):
@@ -61,6 +71,21 @@ def parse_autoscaling_list(check: Validator, path: str, value: t.Any, namespaces
             check.unknown_ref(apath + ".namespace", str(namespace), namespaces, "tenant namespace")
             namespace = None
         auto = _scaled_object(check, apath, data, name, namespace)
+        if auto.target_kind == RAY_CLUSTER_KIND:
+            if not ray:
+                check.err(apath + ".target.kind", "a RayCluster has no /scale, so no ScaledObject can target it: list "
+                                                  "it in a tenant's autoscaling, reclaimed by gpuaas.platform.ray_idle_reclaim "
+                                                  "(docs/autoscaling.md, RayCluster)")
+            else:
+                _ray_cluster_settings(check, apath, data, auto, prometheus_url)
+            if name and namespace:
+                if (namespace, name) in seen:
+                    check.err(apath + ".name", "duplicate autoscaling entry %s/%s" % (namespace, name))
+                seen[(namespace, name)] = j
+                out.append(auto)
+            continue
+        if data.get("worker_groups") is not None:
+            check.err(apath + ".worker_groups", "is for a RayCluster target only (target.kind: RayCluster)")
         idle = check.mapping(apath + ".idle_scale_to_zero", data.get("idle_scale_to_zero"), IDLE_KEYS)
         load = check.mapping(apath + ".load", data.get("load"), LOAD_KEYS)
         triggers = check.sequence(apath + ".triggers", data.get("triggers"))
@@ -97,7 +122,9 @@ def _scaled_object(check: Validator, apath: str, data: t.Mapping[str, t.Any], na
     target_name = check.name(apath + ".target.name", target.get("name"))
     source_kind = None
     api_version = target.get("api_version")
-    if kind in NOT_SCALABLE_KINDS:
+    if kind == RAY_CLUSTER_KIND:
+        api_version = api_version or RAY_API_VERSION
+    elif kind in NOT_SCALABLE_KINDS:
         check.err(apath + ".target.kind", "KEDA cannot scale a %s: it %s" % (kind, NOT_SCALABLE_KINDS[kind]))
     elif kind == "InferenceService":
         # KServe InferenceService has no /scale: scale its predictor Deployment (raw deployment mode).
@@ -119,7 +146,8 @@ def _scaled_object(check: Validator, apath: str, data: t.Mapping[str, t.Any], na
                        cooldown_period=cooldown, source_kind=source_kind)
 
 
-def _idle_settings(check: Validator, apath: str, idle: t.Mapping[str, t.Any], auto: Autoscaling) -> None:
+def _idle_settings(check: Validator, apath: str, idle: t.Mapping[str, t.Any], auto: Autoscaling,
+                   ray: bool = False) -> None:
     """idle_scale_to_zero: window, threshold, pod match and wake signal; checks the target kind allows 0."""
     ipath = apath + ".idle_scale_to_zero"
     if idle.get("after_minutes") is not None and idle.get("after_seconds") is not None:
@@ -155,6 +183,8 @@ def _idle_settings(check: Validator, apath: str, idle: t.Mapping[str, t.Any], au
             auto.pod_regex = regex
         except re.error as exc:
             check.err(ipath + ".pod_regex", "must be a regular expression matched against whole pod names (%s)" % exc)
+    elif ray:
+        pass  # the cluster's GPU worker pods are read from the cluster (label ray.io/group)
     elif auto.target_kind not in SCALE_TARGET_KINDS:
         check.err(ipath + ".pod_regex", "is required for a %s target: the idle trigger must know the names of the "
                                         "target's own pods (e.g. '%s-[0-9]+')" % (auto.target_kind, auto.target_name or "name"))
@@ -162,12 +192,50 @@ def _idle_settings(check: Validator, apath: str, idle: t.Mapping[str, t.Any], au
         check.warn("%s.target.name: pod names of a Deployment named longer than %d characters are "
                    "truncated, so the idle trigger may miss its pods; set idle_scale_to_zero.pod_regex"
                    % (apath, DEPLOYMENT_POD_NAME_PREFIX))
+    if ray:
+        return
     if auto.min_replicas != 0:
         check.err(apath + ".min_replicas", "must be 0 with idle_scale_to_zero")
     if not wake and not auto.triggers:
         check.warn("%s.idle_scale_to_zero: without wake_query (or load.query) nothing brings %s %s back from zero; set "
                    "wake_query to a request-rate or queue-depth PromQL, or scale it up by hand"
                    % (apath, auto.target_kind, auto.target_name))
+
+
+def _ray_cluster_settings(check: Validator, apath: str, data: t.Mapping[str, t.Any], auto: Autoscaling,
+                          prometheus_url: t.Optional[str]) -> None:
+    """A RayCluster opted in to idle reclaim: the worker groups (default: every GPU group, read from the live
+    cluster), the idle window and threshold, the cooldown after a wake. What only the live cluster can say (does a
+    named group exist, does it ask for GPUs, is the cluster elastic) is checked by ``ray_idle_reclaim`` before it
+    writes (manifests/ray_reclaim.py)."""
+    for key in KEDA_ONLY_KEYS:
+        if data.get(key) is not None:
+            check.err("%s.%s" % (apath, key), "is a KEDA setting: a RayCluster is not scaled by KEDA (its GPU worker "
+                                              "groups go to 0 when idle and back to their replicas on wake)")
+    groups = data.get("worker_groups")
+    if groups is not None:
+        raw = check.sequence(apath + ".worker_groups", groups)
+        names = [g for g in raw if isinstance(g, str) and g]
+        if len(names) != len(raw) or not raw:
+            check.err(apath + ".worker_groups", "must be a non-empty list of worker group names (groupName)")
+        dupes = sorted({g for g in names if names.count(g) > 1})
+        if dupes:
+            check.err(apath + ".worker_groups", "names %s more than once" % ", ".join(dupes))
+        auto.worker_groups = list(dict.fromkeys(names))
+    idle = check.mapping(apath + ".idle_scale_to_zero", data.get("idle_scale_to_zero"), IDLE_KEYS)
+    if data.get("idle_scale_to_zero") is None or idle is None:
+        check.err(apath + ".idle_scale_to_zero", "is required for a RayCluster target (the idle window: after_minutes "
+                                                 "or after_seconds)")
+        return
+    for key in KEDA_ONLY_IDLE_KEYS:
+        if idle.get(key) is not None:
+            check.err("%s.idle_scale_to_zero.%s" % (apath, key),
+                      "does not apply to a RayCluster: its GPU worker pods are known from the cluster, and it wakes "
+                      "when the tenant sets the annotation gpuaas.io/wake on it")
+    _idle_settings(check, apath, {k: v for k, v in idle.items() if k not in KEDA_ONLY_IDLE_KEYS}, auto, ray=True)
+    if not prometheus_url:
+        check.err(apath + ".idle_scale_to_zero", "reads GPU utilization from Prometheus: set gpuaas_prometheus.url in "
+                                                 "the inventory")
 
 
 def _load_settings(check: Validator, apath: str, load: t.Mapping[str, t.Any], auto: Autoscaling) -> None:
@@ -201,7 +269,8 @@ def parse_autoscaling(entry: t.Mapping[str, t.Any], namespace: str,
     """One ``autoscaling`` entry outside a tenant (the ``scaled_object`` module): ``(Autoscaling, warnings)``;
     raises ``InventoryError`` listing every problem, with paths under ``options``."""
     check = Validator()
-    autos = parse_autoscaling_list(check, "options", [dict(entry, namespace=namespace)], [namespace], prometheus_url)
+    autos = parse_autoscaling_list(check, "options", [dict(entry, namespace=namespace)], [namespace], prometheus_url,
+                                   ray=False)
     if check.errors or not autos:
         raise InventoryError("The autoscaling options have %s; nothing was changed." % problem_count(len(check.errors)),
                              hint="Fix every listed option (see ansible-doc gpuaas.platform.scaled_object and docs/autoscaling.md).",

@@ -37,7 +37,7 @@ def warn_unreclaimable_idle_quota(check: Validator, tenants: t.Sequence[Tenant],
         return max([0] + [values[n] for n in tenant_priorities(tenant, priorities) if n in values])
 
     for i, tenant in enumerate(tenants):
-        idle = [a.name for a in tenant.autoscaling if a.idle_window_seconds]
+        idle = [a.name for a in tenant.autoscaling + tenant.ray_reclaim if a.idle_window_seconds]
         if not tenant.present or not idle or not tenant.cohort:
             continue
         lent = [r for q in tenant.quotas for r, v in q.resources.items()

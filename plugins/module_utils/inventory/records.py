@@ -96,6 +96,9 @@ class Autoscaling:
     load_activation: t.Optional[str] = None
     source_kind: t.Optional[str] = None  # the kind the user named when it differs (InferenceService)
     triggers: t.List[t.Dict[str, t.Any]] = field(default_factory=list)
+    # RayCluster idle reclaim (target_kind RayCluster): the worker groups to bring to 0; None = every group whose
+    # pods ask for GPUs (read from the live cluster by ray_idle_reclaim)
+    worker_groups: t.Optional[t.List[str]] = None
 
     @property
     def idle_after_minutes(self) -> t.Optional[int]:
@@ -115,7 +118,9 @@ class Tenant:
     quotas: t.List[Quota] = field(default_factory=list)
     preemption: Preemption = field(default_factory=Preemption)
     access: Access = field(default_factory=Access)
-    autoscaling: t.List[Autoscaling] = field(default_factory=list)
+    autoscaling: t.List[Autoscaling] = field(default_factory=list)  # KEDA ScaledObjects
+    # RayClusters opted in to idle reclaim (autoscaling entries with target.kind RayCluster; ray_idle_reclaim)
+    ray_reclaim: t.List[Autoscaling] = field(default_factory=list)
     queues: t.List[ExtraQueue] = field(default_factory=list)
     queueing_strategy: t.Optional[str] = None
     labels: t.Dict[str, str] = field(default_factory=dict)

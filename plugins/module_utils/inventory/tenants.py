@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import typing as t
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.autoscaling import parse_autoscaling_list
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.autoscaling import (
+    RAY_CLUSTER_KIND,
+    parse_autoscaling_list,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import QUEUEING_STRATEGIES
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.quotas import parse_preemption, parse_quotas
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import Access, ExtraQueue, Tenant
@@ -80,8 +83,10 @@ def parse_tenants(check: Validator, value: t.Any, flavors: t.Set[str], cohorts: 
                 if tenant.suggested_queue(ns) is None:
                     check.err(path + ".queues", "namespace %r has no LocalQueue: with default_queue: false, list it in "
                                                 "a queue's namespaces" % ns)
-        tenant.autoscaling = parse_autoscaling_list(check, path + ".autoscaling", data.get("autoscaling"), namespaces,
-                                                    prometheus_url)
+        autoscaling = parse_autoscaling_list(check, path + ".autoscaling", data.get("autoscaling"), namespaces,
+                                             prometheus_url)
+        tenant.autoscaling = [a for a in autoscaling if a.target_kind != RAY_CLUSTER_KIND]
+        tenant.ray_reclaim = [a for a in autoscaling if a.target_kind == RAY_CLUSTER_KIND]
         if name:
             out.append(tenant)
     return out

@@ -149,6 +149,13 @@ def project(obj: t.Any, fields: t.Optional[t.Mapping[str, t.Any]]) -> t.Any:
     return copy.deepcopy(obj)
 
 
+def project_like(obj: t.Any, shape: t.Any) -> t.Any:
+    """The part of ``obj`` at the keys ``shape`` (a partial object) has; lists and scalars whole (a diff's view)."""
+    if isinstance(shape, dict) and isinstance(obj, dict):
+        return {k: project_like(obj[k], v) for k, v in shape.items() if k in obj}
+    return copy.deepcopy(obj)
+
+
 def is_subset(desired: t.Any, live: t.Any, fields: t.Optional[t.Mapping[str, t.Any]] = None) -> bool:
     """Recursive "desired ⊆ live" with canonical quantities.
 

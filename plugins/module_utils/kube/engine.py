@@ -39,7 +39,14 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.barrier import Barrier, pass_barriers
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import fields_covered, is_subset, owned_fields, project, strip_none
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import (
+    fields_covered,
+    is_subset,
+    owned_fields,
+    project,
+    project_like,
+    strip_none,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kinds import tier_of
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import Key, GroupKind, LiveState, list_objects
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (
@@ -566,6 +573,23 @@ class ApplyEngine:
                                              stage="delete")
             if errors:
                 self._raise_many(errors, "delete", result)
+
+    # -- fields of objects the collection does not own ----------------------------------------------------
+    def apply_fields(self, partial: t.Mapping[str, t.Any], live: t.Mapping[str, t.Any]) -> ObjectResult:
+        """Server-side apply some fields of a live object that someone else owns (a tenant's RayCluster scaled by
+        ray_idle_reclaim): no ownership labels are added (prune never sees it), nothing is applied when ``live``
+        already has those values (idempotent), a dry run in check mode; the diff shows the applied fields only."""
+        body = strip_none(dict(partial))
+        ref = ObjectRef.from_object(body)
+        before = self._with_identity(project_like(live, body), live)
+        if is_subset(body, live, None):
+            return ObjectResult(ref, "unchanged", before, before, obj=dict(live))
+        res = self.client.resource(body["apiVersion"], body["kind"])
+        try:
+            applied = res.apply(body, self.field_manager, force=self.force_conflicts, dry_run=self.check_mode)
+        except ApiException as exc:
+            raise translate_api_exception(exc, "dry-run apply" if self.check_mode else "apply", str(ref))
+        return ObjectResult(ref, "updated", before, self._with_identity(project_like(applied, body), applied), obj=applied)
 
     # -- waits (kube/waiter.py) -------------------------------------------------------------------------
     def wait_ready(self, results: t.Sequence[ObjectResult], condition: t.Optional[t.Mapping[str, t.Any]] = None,

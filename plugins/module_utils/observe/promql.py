@@ -133,3 +133,16 @@ def auto_step(window: float, max_points: int = 240, minimum: float = 15.0) -> fl
     """A step giving at most ``max_points`` points per series (never below ``minimum`` seconds)."""
     step = max(minimum, math.ceil(window / max_points))
     return float(step)
+
+
+def gpu_util_by_pod_query(namespace: str, pods: t.Iterable[str], window_seconds: int) -> str:
+    """The highest GPU utilization (%) of each of ``pods`` over the last ``window_seconds``, one series per pod
+    (label ``pod``); both DCGM label styles (``namespace``/``pod``, or ``exported_*`` when Prometheus renamed the
+    exporter's labels). A pod without any sample in the window has no series (unknown is not idle)."""
+    names = "|".join(sorted(set(pods)))  # DNS-1123 names: no character needs escaping beyond '.', matched exactly below
+    names = names.replace(".", "\\\\.")
+    plain = ('max by (pod) (max_over_time(%s{namespace="%s",pod=~"%s"}[%ds]))'
+             % (DCGM_GPU_UTIL, namespace, names, window_seconds))
+    exported = ('max by (pod) (label_replace(max_over_time(%s{exported_namespace="%s",exported_pod=~"%s"}[%ds]), '
+                '"pod", "$1", "exported_pod", "(.+)"))' % (DCGM_GPU_UTIL, namespace, names, window_seconds))
+    return "%s or %s" % (plain, exported)

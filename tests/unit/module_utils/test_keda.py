@@ -172,7 +172,7 @@ def test_inference_service_scales_its_predictor_deployment():
     assert re.fullmatch(rx, "llama-predictor-7d9f8b6c4d-x2k7p")
 
 
-@pytest.mark.parametrize("kind,words", [("RayCluster", "in-tree autoscaler"), ("Workload", "owns it"),
+@pytest.mark.parametrize("kind,words", [("RayCluster", "ray_idle_reclaim"), ("Workload", "owns it"),
                                         ("RayJob", "no /scale")])
 def test_kinds_without_scale_are_refused_with_what_to_do(kind, words):
     with pytest.raises(InventoryError) as info:

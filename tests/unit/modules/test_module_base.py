@@ -44,6 +44,7 @@ MINIMAL_ARGS = {
     "platform_info": {},
     "prometheus_query": {"query": "up", "prometheus": {"url": "https://prometheus.example:9091"}},
     "quota_plan": {"inventory": {}},
+    "ray_idle_reclaim": {"prometheus": {"url": "https://prometheus.example:9091"}},
     "resource_flavor": {"name": "f"},
     "scaled_object": {"name": "s", "namespace": "ns", "target": {"name": "d"}},
     "tenants": {},
@@ -151,7 +152,7 @@ def test_oidc_client_secret_never_reaches_the_invocation_log(monkeypatch):
 
 # -- Prometheus token: inline, file, AWX credential env, Secret ------------------------------------------------
 
-PROMETHEUS_MODULES = ["prometheus_query", "gpu_utilization_info"]
+PROMETHEUS_MODULES = ["prometheus_query", "gpu_utilization_info", "ray_idle_reclaim"]
 
 
 @pytest.fixture

@@ -1,0 +1,122 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The run of ``gpuaas.platform.ray_idle_reclaim``: inventory → opted-in RayClusters → idle/wake decisions → the
+apply engine (server-side apply of the worker groups' replicas and the reclaim annotation, nothing else).
+
+Order: parse the inventory (every error at once), read every opted-in cluster, check them all against the live
+clusters (every problem at once; nothing written when there is one), then per cluster read its worker pods and their
+GPU utilization and apply what ``manifests/ray_reclaim.decide`` says.
+"""
+
+from __future__ import annotations
+
+import time
+import typing as t
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, ValidationError
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.autoscaling import RAY_API_VERSION, RAY_CLUSTER_KIND
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import Autoscaling
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, translate_api_exception
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import ray_reclaim
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import vector_samples
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.promql import gpu_util_by_pod_query
+
+
+def opted_in(model: TenantModel, tenants: t.Optional[t.Sequence[str]] = None) -> t.List[t.Tuple[str, Autoscaling]]:
+    """``(tenant, entry)`` of every RayCluster entry of the present tenants (only ``tenants`` when given)."""
+    return [(tenant.name, entry) for tenant in model.present_tenants
+            if not tenants or tenant.name in tenants for entry in tenant.ray_reclaim]
+
+
+class RayReclaimRun:
+    """One pass over the opted-in RayClusters. ``prometheus``: an object with ``query(promql)`` (observe.prometheus)."""
+
+    def __init__(self, client: t.Any, prometheus: t.Any, engine: ApplyEngine, scrape_interval: int,
+                 clock: t.Callable[[], float] = time.time) -> None:
+        self.client = client
+        self.prometheus = prometheus
+        self.engine = engine
+        self.scrape_interval = scrape_interval
+        self.clock = clock
+
+    def _get(self, api_version: str, kind: str, what: str, **kwargs: t.Any) -> t.Any:
+        res = self.client.resource(api_version, kind)
+        try:
+            return res.get(**kwargs) if "name" in kwargs else res.list(**kwargs)
+        except ApiException as exc:
+            raise translate_api_exception(exc, "read", what)
+
+    def read_clusters(self, entries: t.Sequence[t.Tuple[str, Autoscaling]]
+                      ) -> t.Dict[t.Tuple[str, str], t.Optional[t.Dict[str, t.Any]]]:
+        out: t.Dict[t.Tuple[str, str], t.Optional[t.Dict[str, t.Any]]] = {}
+        for _tenant, entry in entries:
+            out[(entry.namespace, entry.target_name)] = self._get(
+                RAY_API_VERSION, RAY_CLUSTER_KIND, "RayCluster %s/%s" % (entry.namespace, entry.target_name),
+                name=entry.target_name, namespace=entry.namespace)
+        return out
+
+    def utilization(self, namespace: str, pods: t.Sequence[str], window: int) -> t.Dict[str, float]:
+        if not pods:
+            return {}
+        answer = self.prometheus.query(gpu_util_by_pod_query(namespace, pods, window))
+        wanted = set(pods)
+        return {labels["pod"]: value for labels, _ts, value in vector_samples(answer["result"])
+                if labels.get("pod") in wanted}
+
+    def run(self, entries: t.Sequence[t.Tuple[str, Autoscaling]], diff: bool = False) -> t.Dict[str, t.Any]:
+        clusters = self.read_clusters(entries)
+        targets, problems, warnings = ray_reclaim.resolve_targets(entries, clusters, self.scrape_interval)
+        if problems:
+            raise ValidationError(
+                "%d RayCluster idle-reclaim entr%s cannot be used; nothing was changed"
+                % (len(problems), "y" if len(problems) == 1 else "ies"),
+                hint="fix each listed entry in gpuaas_tenants[].autoscaling or the RayCluster (docs/autoscaling.md, RayCluster)",
+                problems=problems)
+        results: t.List[t.Dict[str, t.Any]] = []
+        diffs: t.List[t.Dict[str, t.Any]] = []
+        for target in targets:
+            namespace, name = target.key
+            cluster = clusters[target.key] or {}
+            selector = "%s=%s,%s=worker" % (ray_reclaim.CLUSTER_LABEL, name, ray_reclaim.NODE_TYPE_LABEL)
+            pods = self._get("v1", "Pod", "pods of RayCluster %s/%s" % (namespace, name), namespace=namespace,
+                             label_selector=selector)
+            workers = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(ray_reclaim.GROUP_LABEL)
+                       in target.groups]
+            now = self.clock()
+            util = self.utilization(namespace, [p["metadata"]["name"] for p in workers],
+                                    target.entry.idle_window_seconds or 0)
+            decision = ray_reclaim.decide(target, cluster, workers, util, now)
+            row = {"tenant": target.tenant, "namespace": namespace, "name": name, "groups": target.groups,
+                   "action": decision.action, "reason": decision.reason, "replicas": decision.groups,
+                   "changed": False}
+            if decision.action in ("reclaim", "wake"):
+                build = ray_reclaim.reclaim_patch if decision.action == "reclaim" else ray_reclaim.wake_patch
+                outcome = self.engine.apply_fields(build(cluster, decision, now), cluster)
+                row["changed"] = outcome.changed
+                if diff and outcome.changed:
+                    diffs.append(outcome.diff())
+            results.append(row)
+        out: t.Dict[str, t.Any] = {"changed": any(r["changed"] for r in results), "clusters": results,
+                                   "warnings": warnings}
+        if diff:
+            out["diff"] = diffs
+        return out
+
+
+def run_ray_reclaim(client: t.Any, prometheus: t.Any, params: t.Mapping[str, t.Any], inventory: t.Mapping[str, t.Any],
+                    check_mode: bool) -> t.Dict[str, t.Any]:
+    """The module's whole run (the inventory variables from ``reconcile/inputs.inventory_from_params``)."""
+    model = TenantModel.from_inventory(inventory)
+    wanted = params.get("limit_tenants") or []
+    known = {x.name for x in model.tenants}
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        raise GpuaasError("limit_tenants names %s, which the inventory does not define" % ", ".join(unknown),
+                          hint="defined tenants: %s" % (", ".join(sorted(known)) or "none"))
+    engine = ApplyEngine(client, check_mode=check_mode)
+    return RayReclaimRun(client, prometheus, engine, int(params.get("scrape_interval") or 30)).run(
+        opted_in(model, wanted), diff=bool(params.get("_diff")))

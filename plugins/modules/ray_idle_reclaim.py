@@ -1,0 +1,167 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuaas.platform contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ray_idle_reclaim
+short_description: Bring the GPU workers of idle RayClusters to zero and back on the tenant's wake signal
+version_added: "0.2.0"
+description:
+  - "For every RayCluster a tenant opts in (a C(gpuaas_tenants[].autoscaling) entry with C(target.kind: RayCluster)):
+    when every GPU worker pod of its chosen groups has run for the whole idle window and none of its GPUs went above
+    C(utilization_threshold) in it (DCGM C(DCGM_FI_DEV_GPU_UTIL) from Prometheus), the groups' C(replicas) and
+    C(minReplicas) are recorded in the annotation C(gpuaas.io/idle-reclaim) and set to 0. The head group is not
+    touched and nothing is deleted."
+  - "When the cluster is reclaimed and the tenant sets the annotation C(gpuaas.io/wake) to a new value (for example
+    the time), the recorded replicas come back (never above a group's C(maxReplicas)); after a wake the cluster is
+    not reclaimed again for C(cooldown_period) seconds (default: the idle window)."
+  - "The cluster must be one of Kueue's elastic jobs (annotation C(kueue.x-k8s.io/elastic-job: \"true\")): its
+    Workload then shrinks in place at zero workers (the GPU quota is freed, the head keeps its CPU quota) and a
+    wake creates a new Workload slice that Kueue admits like any workload, by reclaiming from borrowers if the
+    tenant's C(reclaim_within_cohort) allows it. See docs/autoscaling.md (RayCluster)."
+  - "Every entry is checked against its live cluster before the first write, every problem reported at once: an
+    idle window shorter than C(scrape_interval), a cluster without a GPU worker group, a group name the cluster does
+    not have or that asks for no GPU, a cluster without the elastic-job annotation."
+  - Writes with server-side apply (field manager C(gpuaas.platform)) only C(spec.workerGroupSpecs) (an atomic list in
+    KubeRay's CRD, so applied whole with only the replicas changed) and the one annotation; no ownership labels.
+  - Run it on a schedule, e.g. every minute as an AWX job template (C(playbooks/ray_idle_reclaim.yml), docs/awx.md).
+author:
+  - gpuaas.platform contributors (@gpuaas)
+options:
+  tenants:
+    description: The tenants (inventory C(gpuaas_tenants)); only their RayCluster autoscaling entries are read.
+    type: list
+    elements: dict
+    default: []
+  flavors:
+    description: Kueue ResourceFlavors (inventory C(gpuaas_flavors)), to validate the tenants.
+    type: list
+    elements: dict
+    default: []
+  cohorts:
+    description: Cohorts (inventory C(gpuaas_cohorts)), to validate the tenants.
+    type: list
+    elements: dict
+    default: []
+  priorities:
+    description: WorkloadPriorityClasses (inventory C(gpuaas_priorities)), to validate the tenants.
+    type: list
+    elements: dict
+    default: []
+  limit_tenants:
+    description: Only these tenants' RayClusters; all tenants when omitted.
+    type: list
+    elements: str
+  scrape_interval:
+    description:
+      - Seconds between two scrapes of the DCGM exporter by the Prometheus at O(prometheus). An idle window shorter
+        than this holds no sample and is refused.
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    description: Decides with the live metrics and sends the writes as server-side dry runs; nothing is written.
+    support: full
+  diff_mode:
+    description: The applied fields (worker groups, reclaim annotation) before and after, per changed cluster.
+    support: full
+notes:
+  - Needs to get RayClusters and list pods in the tenants' namespaces, and patch RayClusters there.
+  - The wake annotation and the reclaim annotation are on the tenant's own object; what a tenant can do with them is
+    what it can do with its RayCluster anyway (set replicas up to C(maxReplicas)), always under Kueue's quota.
+seealso:
+  - module: gpuaas.platform.tenants
+extends_documentation_fragment:
+  - gpuaas.platform.k8s_auth
+  - gpuaas.platform.prometheus
+"""
+
+EXAMPLES = r"""
+- name: Reclaim idle Ray GPU workers, wake the clusters their tenants asked back
+  gpuaas.platform.ray_idle_reclaim:
+    tenants: "{{ gpuaas_tenants }}"
+    flavors: "{{ gpuaas_flavors }}"
+    cohorts: "{{ gpuaas_cohorts | default([]) }}"
+    priorities: "{{ gpuaas_priorities | default([]) }}"
+    prometheus: "{{ gpuaas_prometheus }}"
+    scrape_interval: 15
+
+# inventory: the tenant opts its RayCluster in
+# gpuaas_tenants:
+#   - name: nlp
+#     namespaces: [nlp-dev]
+#     autoscaling:
+#       - name: tune
+#         target: {kind: RayCluster, name: tune}
+#         worker_groups: [gpu]                # default: every group whose pods ask for GPUs
+#         idle_scale_to_zero: {after_minutes: 30, utilization_threshold: 1}
+#         cooldown_period: 600
+# the tenant wakes it: kubectl annotate raycluster tune gpuaas.io/wake="$(date +%s)" --overwrite
+"""
+
+RETURN = r"""
+changed:
+  description: Whether a cluster was reclaimed or woken (or would be, in check mode).
+  returned: always
+  type: bool
+clusters:
+  description: Per opted-in RayCluster the action (reclaim, wake, keep), why, the groups and their replicas recorded
+    (reclaim) or restored (wake).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"tenant": "nlp", "namespace": "nlp-dev", "name": "tune", "groups": ["gpu"], "action": "reclaim",
+            "reason": "every GPU worker (2) at or below 1% for 1800s", "replicas": {"gpu": 2}, "changed": true}]
+warnings:
+  description: Entries skipped (their RayCluster does not exist).
+  returned: always
+  type: list
+  elements: str
+diff:
+  description: With C(--diff), the applied fields of each changed cluster before and after.
+  returned: when diff mode is on
+  type: list
+  elements: dict
+"""
+
+import typing as t
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import get_client
+from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
+from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import PROMETHEUS_ARG_SPEC
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import inventory_from_params
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.ray_reclaim_runner import run_ray_reclaim
+
+
+def work(module: GpuaasModule) -> t.Dict[str, t.Any]:
+    params = dict(module.params, _diff=module._diff)
+    inventory = inventory_from_params(params)
+    prometheus = module.prometheus_client()
+    # this run reads Prometheus itself (not KEDA in the cluster): the URL it reaches counts for the inventory check
+    inventory["gpuaas_prometheus"] = dict(inventory.get("gpuaas_prometheus") or {}, url=prometheus.url)
+    result = run_ray_reclaim(get_client(module), prometheus, params, inventory, module.check_mode)
+    for warning in result.get("warnings") or []:
+        module.warn(warning)
+    return result
+
+
+def main() -> None:
+    spec: t.Dict[str, t.Any] = dict(PROMETHEUS_ARG_SPEC)
+    spec.update(
+        tenants={"type": "list", "elements": "dict", "default": []},
+        flavors={"type": "list", "elements": "dict", "default": []},
+        cohorts={"type": "list", "elements": "dict", "default": []},
+        priorities={"type": "list", "elements": "dict", "default": []},
+        limit_tenants={"type": "list", "elements": "str"},
+        scrape_interval={"type": "int", "default": 30},
+    )
+    module = GpuaasModule(argument_spec=spec, supports_check_mode=True)
+    module.run(work, changed=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,327 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Idle RayCluster reclaim (issue 25) with the lab's REAL KubeRay v1.6.2, Kueue v0.19.2 and Prometheus (GPU
+utilization from the simulated DCGM exporter, pod annotation lab.gpuaas.io/gpu-util, which KubeRay copies from the
+worker template). The reclaim is the committed playbook playbooks/ray_idle_reclaim.yml (module
+gpuaas.platform.ray_idle_reclaim), run here by hand where AWX would run it on a schedule.
+
+One scenario, in order (the tests share it):
+
+  tenants (one cohort)  rr-a: 3 GPUs, reclaim Any; alice's RayClusters `idle` (2 GPU workers, 0 %) and `busy`
+                        (1 GPU worker, 80 %), both elastic, both opted in (window 10 s, cooldown 60 s)
+                        rr-b: 0 GPUs of its own (borrows), a RayCluster `theirs` opted in by its own entry
+  1. idle for the window -> `idle`'s GPU workers at 0, its Workload shrunk in place (same UID), rr-a's GPU usage
+     drops by 2, the head pod is the same; `busy` and `theirs` untouched
+  2. rr-b's two 1-GPU Jobs are admitted on the freed GPUs (borrowed)
+  3. alice sets gpuaas.io/wake -> the workers come back: a new slice, admitted by reclaiming rr-b's Jobs; the head
+     pod is the same and never restarted
+  4. as alice: she cannot wake or scale rr-b's cluster (RBAC), and a forged reclaim record (on her cluster scaled
+     to 0 by hand) cannot take more than the group's maxReplicas nor any GPU beyond her quota (the new slice waits,
+     its pods stay gated)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+from kubernetes.dynamic.exceptions import NotFoundError
+from conftest import kube_get as get, kube_items as items, kube_resource as res, local_play, wait_until
+from test_ray_workloads import kuberay  # noqa: F401  pylint: disable=unused-import
+from test_lab_controllers import require_component
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KUEUE = "kueue.x-k8s.io/v1beta2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+ELASTIC = "kueue.x-k8s.io/elastic-job"
+REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+STATE = "gpuaas.io/idle-reclaim"
+WAKE = "gpuaas.io/wake"
+UTIL = "lab.gpuaas.io/gpu-util"
+KWOK_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
+H100 = "NVIDIA-H100-80GB-HBM3"
+TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+IMAGE = "registry.invalid/lab/ray:2.52.0"
+WINDOW, COOLDOWN, SCRAPE = 10, 60, 5  # the lab's Prometheus scrapes every 5 s (lab/lab.sh); the cooldown outlasts the test
+WAKE_BOUND = 30  # issue 25: demand returns -> workers re-admitted within 30 s
+
+S = uuid.uuid4().hex[:5]
+T_A, T_B = "rr-a-" + S, "rr-b-" + S
+NS_A, NS_B = T_A, T_B
+FLAVOR, COHORT = "rr-h100-" + S, "rr-co-" + S
+IDLE, BUSY, THEIRS = "idle", "busy", "theirs"
+
+# alice (group nlp-team) may write Ray objects in her namespace only; the tenants role's `edit` does not aggregate
+# ray.io (KubeRay ships no aggregate-to-edit roles): a cluster admin grants it, as in test_ray_workloads.py
+RAY_USER_ROLE = {
+    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "ray-user", "namespace": NS_A},
+    "rules": [{"apiGroups": ["ray.io"], "resources": ["rayclusters"],
+               "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]}
+RAY_USER_BINDING = {
+    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "ray-user", "namespace": NS_A},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ray-user"},
+    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "nlp-team"}]}
+
+
+def entry(name: str) -> dict:
+    return {"name": name, "target": {"kind": "RayCluster", "name": name}, "worker_groups": ["gpu"],
+            "idle_scale_to_zero": {"after_seconds": WINDOW, "utilization_threshold": 1}, "cooldown_period": COOLDOWN}
+
+
+INVENTORY = {
+    "gpuaas_flavors": [{"name": FLAVOR, "node_labels": {"nvidia.com/gpu.product": H100}, "tolerations": [TOLERATION]}],
+    "gpuaas_cohorts": [{"name": COHORT}],
+    "gpuaas_tenants": [
+        {"name": T_A, "namespaces": [NS_A], "cohort": COHORT, "access": {"users": ["nlp-team"]},
+         "quotas": [{"flavor": FLAVOR, "resources": {"nvidia.com/gpu": 3, "cpu": 16, "memory": "32Gi"}}],
+         "preemption": {"reclaim_within_cohort": "Any"}, "autoscaling": [entry(IDLE), entry(BUSY)]},
+        {"name": T_B, "namespaces": [NS_B], "cohort": COHORT,
+         "quotas": [{"flavor": FLAVOR, "resources": {"nvidia.com/gpu": 0, "cpu": 4, "memory": "8Gi"}}],
+         "autoscaling": [entry(THEIRS)]},
+    ],
+}
+
+TENANTS_PLAY = local_play("""
+  tasks:
+    - gpuaas.platform.resource_flavor:
+        name: "{{ gpuaas_flavors[0].name }}"
+        node_labels: "{{ gpuaas_flavors[0].node_labels }}"
+        tolerations: "{{ gpuaas_flavors[0].tolerations }}"
+    - gpuaas.platform.tenants:
+        flavors: "{{ gpuaas_flavors }}"
+        cohorts: "{{ gpuaas_cohorts }}"
+        tenants: "{{ gpuaas_tenants }}"
+        prometheus: "{{ gpuaas_prometheus }}"
+        limit_tenants: "{{ gpuaas_tenants | map(attribute='name') | list }}"
+""")
+RECLAIM_PLAYBOOK = os.path.join(REPO, "playbooks", "ray_idle_reclaim.yml")
+
+
+def container(name: str, gpus: int = 0) -> dict:
+    limits = {"cpu": "1", "memory": "1Gi"}
+    if gpus:
+        limits["nvidia.com/gpu"] = str(gpus)
+    return {"name": name, "image": IMAGE, "resources": {"requests": dict(limits), "limits": limits}}
+
+
+def raycluster(name: str, namespace: str, workers: int, util: int) -> dict:
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: "default"},
+                         "annotations": {ELASTIC: "true"}},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head")]}}},
+                     "workerGroupSpecs": [{"groupName": "gpu", "replicas": workers, "minReplicas": 0, "maxReplicas": 4,
+                                           "rayStartParams": {},
+                                           "template": {"metadata": {"annotations": {UTIL: str(util)}},
+                                                        "spec": {"tolerations": [TOLERATION],
+                                                                 "containers": [container("ray-worker", 1)]}}}]}}
+
+
+def batch_job(name: str) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": NS_B, "labels": {QUEUE_LABEL: "default"}},
+            "spec": {"backoffLimit": 0, "template": {
+                "metadata": {"annotations": {KWOK_DELAY: "3600s"}},
+                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "tolerations": [TOLERATION],
+                         "containers": [{"name": "train", "image": "registry.invalid/lab/train:1",
+                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+
+
+def kubectl(lab, *args: str, context: str = "lab-admin", stdin: str | None = None) -> subprocess.CompletedProcess:
+    cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", context]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, input=stdin, check=False)
+
+
+def cond(obj: dict | None, ctype: str) -> dict:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
+
+
+def cluster(kube, name: str, namespace: str = NS_A) -> dict:
+    return get(kube, "ray.io/v1", "RayCluster", name, namespace)
+
+
+def gpu_replicas(kube, name: str, namespace: str = NS_A) -> int:
+    return cluster(kube, name, namespace)["spec"]["workerGroupSpecs"][0]["replicas"]
+
+
+def pods_of(kube, name: str, node_type: str, namespace: str = NS_A) -> list[dict]:
+    return [p for p in items(kube, "v1", "Pod", namespace) if (p["metadata"].get("labels") or {}).get("ray.io/cluster") == name
+            and p["metadata"]["labels"].get("ray.io/node-type") == node_type and not p["metadata"].get("deletionTimestamp")]
+
+
+def running(pod: dict) -> bool:
+    return pod["status"].get("phase") == "Running" and cond(pod, "Ready").get("status") == "True"
+
+
+def workloads_of(kube, uid: str, namespace: str = NS_A) -> list[dict]:
+    return [w for w in items(kube, KUEUE, "Workload", namespace)
+            if any(o.get("uid") == uid for o in w["metadata"].get("ownerReferences") or [])
+            and cond(w, "Finished").get("status") != "True"]
+
+
+def gpu_count(workload: dict) -> int:
+    return {p["name"]: p["count"] for p in workload["spec"]["podSets"]}.get("gpu", -1)
+
+
+def gpu_usage(kube, cq: str) -> int:
+    status = get(kube, KUEUE, "ClusterQueue", cq).get("status") or {}
+    return sum(int(r["total"]) for fu in status.get("flavorsUsage") or [] for r in fu["resources"]
+               if r["name"] == "nvidia.com/gpu")
+
+
+def reclaim(run_playbook, lab) -> dict:
+    """One scheduled run of the committed playbook; the module's per-cluster result by name."""
+    run = run_playbook(RECLAIM_PLAYBOOK, extra_vars=dict(INVENTORY, gpuaas_prometheus={"url": lab.prometheus_url},
+                                                         gpuaas_ray_reclaim_scrape_interval=SCRAPE,
+                                                         gpuaas_ray_reclaim_tenants=[T_A, T_B]))
+    assert run.rc == 0, run.explain()
+    [task] = run.task_results("Reclaim or wake")
+    return {c["name"]: c for c in task["clusters"]}
+
+
+@pytest.fixture(scope="module")
+def scenario(lab, kube, run_playbook, kuberay):  # pylint: disable=redefined-outer-name,unused-argument
+    require_component(lab, "kueue")
+    state: dict = {}
+    try:
+        run = run_playbook(TENANTS_PLAY, extra_vars=dict(INVENTORY, gpuaas_prometheus={"url": lab.prometheus_url}))
+        assert run.rc == 0, run.explain()
+        for obj in (RAY_USER_ROLE, RAY_USER_BINDING):
+            out = kubectl(lab, "apply", "--server-side", "--field-manager=itray", "-f", "-", stdin=json.dumps(obj))
+            assert out.returncode == 0, out.stderr
+        for name, workers, util in ((IDLE, 2, 0), (BUSY, 1, 80)):  # alice's clusters, made by alice
+            out = kubectl(lab, "create", "-o", "json", "-f", "-", context=lab.tenant_context,
+                          stdin=json.dumps(raycluster(name, NS_A, workers, util)))
+            assert out.returncode == 0, out.stderr
+            state[name] = json.loads(out.stdout)["metadata"]["uid"]
+        # rr-b's cluster: a head and an empty GPU group (rr-b has no GPU of its own)
+        out = kubectl(lab, "create", "-o", "json", "-f", "-", stdin=json.dumps(raycluster(THEIRS, NS_B, 0, 0)))
+        assert out.returncode == 0, out.stderr
+        wait_until(lambda: len([p for p in pods_of(kube, IDLE, "worker") if running(p)]) == 2
+                   and len([p for p in pods_of(kube, BUSY, "worker") if running(p)]) == 1
+                   and all(pods_of(kube, n, "head") and running(pods_of(kube, n, "head")[0]) for n in (IDLE, BUSY)),
+                   120, "alice's RayClusters running with their GPU workers")
+        wait_until(lambda: pods_of(kube, THEIRS, "head", NS_B) and running(pods_of(kube, THEIRS, "head", NS_B)[0]), 120,
+                   "rr-b's RayCluster head running")
+        state["head"] = pods_of(kube, IDLE, "head")[0]["metadata"]["uid"]
+        state["theirs"] = cluster(kube, THEIRS, NS_B)
+        yield state
+    finally:
+        for ns in (NS_A, NS_B):
+            try:
+                res(kube, "v1", "Namespace").delete(name=ns)
+            except NotFoundError:
+                pass
+        wait_until(lambda: all(get(kube, "v1", "Namespace", n) is None for n in (NS_A, NS_B)), 180,
+                   "the test namespaces to be gone")
+        for kind, name in (("ClusterQueue", T_A), ("ClusterQueue", T_B), ("Cohort", COHORT), ("ResourceFlavor", FLAVOR)):
+            try:
+                res(kube, KUEUE, kind).delete(name=name)
+            except NotFoundError:
+                pass
+
+
+def test_an_idle_raycluster_gives_its_gpus_back_and_a_busy_one_is_never_touched(scenario, lab, kube, run_playbook):
+    uid = scenario[IDLE]
+    [before] = workloads_of(kube, uid)
+    assert gpu_count(before) == 2 and gpu_usage(kube, T_A) == 3
+    busy_rv = cluster(kube, BUSY)["metadata"]["resourceVersion"]
+    # the workers must have run (and been scraped) for a whole window before they count as idle
+    first = reclaim(run_playbook, lab)
+    if first[IDLE]["action"] != "reclaim":
+        assert "less than the idle window" in first[IDLE]["reason"] or "no GPU utilization" in first[IDLE]["reason"], first
+        time.sleep(WINDOW)
+        first = reclaim(run_playbook, lab)
+    assert first[IDLE]["action"] == "reclaim" and first[IDLE]["replicas"] == {"gpu": 2}, first
+    assert first[BUSY]["action"] == "keep" and "busy: worker" in first[BUSY]["reason"], first[BUSY]
+    assert first[THEIRS]["action"] == "keep", first[THEIRS]
+
+    assert gpu_replicas(kube, IDLE) == 0
+    wait_until(lambda: not pods_of(kube, IDLE, "worker"), 60, "KubeRay to delete the idle GPU workers")
+    shrunk = wait_until(lambda: next((w for w in workloads_of(kube, uid) if gpu_count(w) == 0
+                                      and cond(w, "Admitted").get("status") == "True"), None), 60,
+                        "the Workload to shrink in place")
+    assert shrunk["metadata"]["uid"] == before["metadata"]["uid"], "the Workload was replaced, not shrunk"
+    wait_until(lambda: gpu_usage(kube, T_A) == 1, 30, "rr-a's GPU usage to drop to the busy cluster's 1")
+    rc = cluster(kube, IDLE)
+    assert json.loads(rc["metadata"]["annotations"][STATE])["reclaimed"] == {"gpu": {"replicas": 2, "minReplicas": 0}}
+    assert "app.kubernetes.io/managed-by" not in rc["metadata"].get("labels", {})
+    assert cluster(kube, BUSY)["metadata"]["resourceVersion"] == busy_rv, "the busy RayCluster was written"
+    assert cluster(kube, THEIRS, NS_B)["spec"] == scenario["theirs"]["spec"]
+
+    # idempotent: the next scheduled run changes nothing
+    again = reclaim(run_playbook, lab)
+    assert not any(c["changed"] for c in again.values()), again
+    assert "set the annotation gpuaas.io/wake" in again[IDLE]["reason"]
+
+    # another tenant's jobs are admitted on the freed GPUs (borrowed: rr-b has none of its own)
+    for i in range(2):
+        res(kube, "batch/v1", "Job").create(body=batch_job("borrow-%d" % i), namespace=NS_B)
+    wait_until(lambda: len([w for w in items(kube, KUEUE, "Workload", NS_B)
+                            if w["metadata"]["name"].startswith("job-borrow-") and cond(w, "Admitted").get("status") == "True"]) == 2,
+               60, "rr-b's two Jobs to be admitted on the freed GPUs")
+    wait_until(lambda: gpu_usage(kube, T_B) == 2, 30, "rr-b's ClusterQueue to count the 2 borrowed GPUs")
+
+
+def test_wake_brings_the_workers_back_through_a_new_slice_and_the_head_never_restarts(scenario, lab, kube, run_playbook):
+    uid = scenario[IDLE]
+    out = kubectl(lab, "-n", NS_A, "annotate", "raycluster", IDLE, "%s=%d" % (WAKE, time.time()), "--overwrite",
+                  context=lab.tenant_context)
+    assert out.returncode == 0, out.stderr
+    start = time.monotonic()
+    woke = reclaim(run_playbook, lab)
+    assert woke[IDLE]["action"] == "wake" and woke[IDLE]["replicas"] == {"gpu": 2}, woke
+    assert gpu_replicas(kube, IDLE) == 2
+    wait_until(lambda: len([p for p in pods_of(kube, IDLE, "worker") if running(p)]) == 2, WAKE_BOUND,
+               "the GPU workers back within %d s of the wake run" % WAKE_BOUND)
+    admitted = time.monotonic() - start
+    [now] = workloads_of(kube, uid)
+    assert now["metadata"]["annotations"].get(REPLACEMENT_FOR), "the wake did not go through a new Workload slice"
+    assert gpu_count(now) == 2 and cond(now, "Admitted").get("status") == "True"
+    # admitted by reclaim: rr-b's borrowed Jobs were preempted
+    preempted = [cond(w, "Preempted").get("reason") for w in items(kube, KUEUE, "Workload", NS_B)
+                 if cond(w, "Preempted").get("status") == "True"]
+    assert preempted and set(preempted) == {"InCohortReclamation"}, preempted
+    [head] = pods_of(kube, IDLE, "head")
+    assert head["metadata"]["uid"] == scenario["head"], "the head pod was replaced"
+    assert not any(c.get("restartCount") for c in head["status"].get("containerStatuses") or [])
+    # in cooldown: an immediate run does not reclaim again although the GPUs are idle
+    assert reclaim(run_playbook, lab)[IDLE]["action"] == "keep"
+    print("wake (run + re-admission by reclaim + workers Running): %.1f s" % admitted)
+
+
+def test_a_tenant_user_cannot_wake_or_scale_another_tenants_cluster_nor_escape_her_quota(scenario, lab, kube, run_playbook):
+    # 1. alice cannot give rr-b's cluster the wake signal, nor scale it herself
+    for args in (("annotate", "raycluster", THEIRS, "%s=1" % WAKE),
+                 ("patch", "raycluster", THEIRS, "--type=merge", "-p", json.dumps({"metadata": {"annotations": {
+                     STATE: json.dumps({"reclaimed": {"gpu": {"replicas": 4}}})}}}))):
+        out = kubectl(lab, "-n", NS_B, *args, context=lab.tenant_context)
+        assert out.returncode != 0 and "forbidden" in out.stderr.lower(), (args, out.stdout, out.stderr)
+    # 2. on her own cluster she scales the GPU workers to 0 herself, forges a reclaim record of 50 workers and wakes
+    #    it: the module restores at most the group's maxReplicas (4), and Kueue admits none of it beyond the tenant's
+    #    quota (3 GPUs in the whole cohort, busy holds 1)
+    forged = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 0},
+              {"op": "add", "path": "/metadata/annotations/gpuaas.io~1idle-reclaim",
+               "value": json.dumps({"reclaimed": {"gpu": {"replicas": 50}}})},
+              {"op": "add", "path": "/metadata/annotations/gpuaas.io~1wake", "value": "forged"}]
+    out = kubectl(lab, "-n", NS_A, "patch", "raycluster", IDLE, "--type=json", "-p", json.dumps(forged),
+                  context=lab.tenant_context)
+    assert out.returncode == 0, out.stderr
+    woke = reclaim(run_playbook, lab)
+    assert woke[IDLE]["action"] == "wake" and woke[IDLE]["replicas"] == {"gpu": 4}, woke[IDLE]
+    assert woke[THEIRS]["action"] == "keep" and not woke[THEIRS]["changed"]
+    pending = wait_until(lambda: next((w for w in workloads_of(kube, scenario[IDLE]) if gpu_count(w) == 4), None), 60,
+                         "Kueue to create the 4-worker slice")
+    wait_until(lambda: cond(get(kube, KUEUE, "Workload", pending["metadata"]["name"], NS_A), "QuotaReserved").get("status")
+               == "False", 60, "the 4-worker slice to wait for quota")
+    gated = wait_until(lambda: [p for p in pods_of(kube, IDLE, "worker")
+                                if ELASTIC in [g["name"] for g in p["spec"].get("schedulingGates") or []]], 60,
+                       "KubeRay's new workers, held by Kueue's elastic-job gate")
+    time.sleep(3)
+    assert gpu_usage(kube, T_A) <= 3
+    assert gated and not any(p["spec"].get("nodeName") for p in pods_of(kube, IDLE, "worker")), \
+        [(p["metadata"]["name"], p["spec"].get("nodeName"), p["spec"].get("schedulingGates"))
+         for p in pods_of(kube, IDLE, "worker")]
+    assert cluster(kube, THEIRS, NS_B)["spec"] == scenario["theirs"]["spec"], "rr-b's cluster was changed"
