@@ -46,13 +46,14 @@ MINIMAL_ARGS = {
     "platform_info": {},
     "prometheus_query": {"query": "up"},
     "quota_plan": {"inventory": {}},
+    "ray_idle_reclaim": {},
     "resource_flavor": {"name": "leak-f"},
     "scaled_object": {"name": "leak-s", "namespace": "leak-ns", "target": {"name": "d"}},
     "tenants": {},
     "workload_priority_class": {"name": "leak-p", "value": 1},
 }
 # The modules with a ``prometheus`` option (doc fragment gpuaas.platform.prometheus, or the inventory runs').
-PROMETHEUS_MODULES = ["gpu_utilization_info", "node_pools", "prometheus_query", "quota_plan", "tenants"]
+PROMETHEUS_MODULES = ["gpu_utilization_info", "node_pools", "prometheus_query", "quota_plan", "ray_idle_reclaim", "tenants"]
 
 KUBE_TOKEN = "leak-kube-token-2b7e91"
 KUBE_PASSWORD = "leak-kube-password-c40d"
