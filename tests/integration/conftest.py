@@ -181,6 +181,52 @@ def active_cluster_queues(kube, api_version: str, queues: list[str]) -> int:
     return active
 
 
+def component_enabled(lab: Lab, name: str) -> bool:
+    """False only when the lab was brought up without this component on purpose (and it was not started
+    by hand with `bash lab/components/<name>.sh up`)."""
+    listed = lab.dir / "components"
+    if not listed.exists() or name in listed.read_text().split():
+        return True
+    pidfiles = list((lab.dir / "pids").glob("%s*.pid" % name))  # kueue.pid, keda-operator.pid, ...
+    return any(os.path.exists("/proc/%s" % p.read_text().strip()) for p in pidfiles)
+
+
+def require_component(lab: Lab, name: str) -> None:
+    if not component_enabled(lab, name):
+        pytest.skip("the lab runs without %s (LAB_COMPONENTS=%s)" % (name, (lab.dir / "components").read_text().strip()))
+
+
+def lab_port_offset(lab: Lab) -> int:
+    for line in (lab.dir / "env").read_text().splitlines():
+        if line.startswith("export LAB_PORT_OFFSET="):
+            return int(line.split("=", 1)[1])
+    return 0
+
+
+def lab_component(lab: Lab, name: str, action: str) -> subprocess.CompletedProcess:
+    """``lab.sh component NAME up|down|status`` on this lab."""
+    env = dict(os.environ, LAB_DIR=str(lab.dir), LAB_PORT_OFFSET=str(lab_port_offset(lab)))
+    return subprocess.run(["bash", str(REPO / "lab" / "lab.sh"), "component", name, action], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def suite_component(lab: Lab, name: str, what: str) -> Iterator[None]:
+    """For a module-scoped fixture (``yield from suite_component(...)``): the real controller ``name`` started on the
+    lab for the suite when the lab does not run it (make test's labs start only Kueue and KEDA; other suites' objects
+    of its kinds are Kueue-only objects), stopped again afterwards. A controller that cannot start is a failure here,
+    not a skip."""
+    started = False
+    if not component_enabled(lab, name):
+        out = lab_component(lab, name, "up")
+        assert out.returncode == 0, "%s did not start on the lab: %s%s" % (what, out.stdout, out.stderr)
+        started = True
+    require_component(lab, name)
+    yield
+    if started:
+        out = lab_component(lab, name, "down")
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
 def promql(lab: Lab, query: str) -> list[dict]:
     """The result vector of an instant query to the lab's Prometheus (AssertionError unless it succeeded)."""
     import urllib.parse

@@ -8,12 +8,12 @@ prefixed ``itctl-`` and removed at the end of its test. A component left out of 
 """
 from __future__ import annotations
 
-import os
 import time
 import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
+from conftest import require_component
 from conftest import kube_get as get, kube_items as items, kube_resource as res, promql, wait_until
 
 PREFIX = "itctl-"
@@ -27,21 +27,6 @@ UTIL_ANNOTATION = "lab.gpuaas.io/gpu-util"
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-
-
-def component_enabled(lab, name: str) -> bool:
-    """False only when the lab was brought up without this component on purpose (and it was not started
-    by hand with `bash lab/components/<name>.sh up`)."""
-    listed = lab.dir / "components"
-    if not listed.exists() or name in listed.read_text().split():
-        return True
-    pidfiles = list((lab.dir / "pids").glob("%s*.pid" % name))  # kueue.pid, keda-operator.pid, ...
-    return any(os.path.exists("/proc/%s" % p.read_text().strip()) for p in pidfiles)
-
-
-def require_component(lab, name: str):
-    if not component_enabled(lab, name):
-        pytest.skip("the lab runs without %s (LAB_COMPONENTS=%s)" % (name, (lab.dir / "components").read_text().strip()))
 
 
 def delete_quietly(kube, api_version, kind, name, namespace=None):

@@ -31,7 +31,7 @@ import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
 from conftest import kube_get as get, kube_items as items, kube_resource as res, local_play, wait_until
 from test_ray_workloads import kuberay  # noqa: F401  pylint: disable=unused-import
-from test_lab_controllers import require_component
+from conftest import require_component
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KUEUE = "kueue.x-k8s.io/v1beta2"

@@ -20,8 +20,7 @@ import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
-from conftest import h100_tenant_play, wait_until
-from test_lab_controllers import component_enabled, require_component
+from conftest import h100_tenant_play, require_component, suite_component, wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -144,34 +143,10 @@ def pod_creators(lab) -> list[str]:
     return out
 
 
-def lab_component(lab, name: str, action: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, LAB_DIR=str(lab.dir), LAB_PORT_OFFSET=str(lab_port_offset(lab)))
-    return subprocess.run(["bash", os.path.join(REPO, "lab", "lab.sh"), "component", name, action], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
-
-
-def lab_port_offset(lab) -> int:
-    for line in (lab.dir / "env").read_text().splitlines():
-        if line.startswith("export LAB_PORT_OFFSET="):
-            return int(line.split("=", 1)[1])
-    return 0
-
-
 @pytest.fixture(scope="module")
 def kuberay(lab):
-    """The real KubeRay, started on the lab for this module when the lab does not run it (`make test`'s main lab
-    does not: the other suites' RayClusters and RayJobs are Kueue-only objects, without an operator acting on them),
-    and stopped again afterwards. A KubeRay that cannot start is a failure here, not a skip."""
-    started = False
-    if not component_enabled(lab, "kuberay"):
-        out = lab_component(lab, "kuberay", "up")
-        assert out.returncode == 0, "KubeRay did not start on the lab: %s%s" % (out.stdout, out.stderr)
-        started = True
-    require_component(lab, "kuberay")
-    yield
-    if started:
-        out = lab_component(lab, "kuberay", "down")
-        assert out.returncode == 0, out.stdout + out.stderr
+    """The real KubeRay operator for this module (``suite_component``)."""
+    yield from suite_component(lab, "kuberay", "KubeRay")
 
 
 @pytest.fixture(scope="module")

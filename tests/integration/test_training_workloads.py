@@ -19,9 +19,7 @@ import time
 import uuid
 
 import pytest
-from conftest import audit_events_after, local_play, wait_until
-from test_lab_controllers import component_enabled, require_component
-from test_ray_workloads import lab_component
+from conftest import audit_events_after, local_play, require_component, suite_component, wait_until
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 PYTORCHJOB = "kubeflow.org/v1"
@@ -149,19 +147,8 @@ def pod_creators(audit_log: str, offset: int, namespace: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def training_operator(lab):
-    """The real training operator, started on the lab for this module when the lab does not run it (the other
-    suites' PyTorchJobs are Kueue-only objects, without an operator acting on them), and stopped afterwards. An
-    operator that cannot start is a failure here, not a skip."""
-    started = False
-    if not component_enabled(lab, "training_operator"):
-        out = lab_component(lab, "training_operator", "up")
-        assert out.returncode == 0, "the training operator did not start on the lab: %s%s" % (out.stdout, out.stderr)
-        started = True
-    require_component(lab, "training_operator")
-    yield
-    if started:
-        out = lab_component(lab, "training_operator", "down")
-        assert out.returncode == 0, out.stdout + out.stderr
+    """The real training operator for this module (``suite_component``)."""
+    yield from suite_component(lab, "training_operator", "the training operator")
 
 
 @pytest.fixture(scope="module")
