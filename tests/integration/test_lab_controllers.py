@@ -238,8 +238,9 @@ def test_kueue_admits_one_8gpu_job_and_queues_the_next(lab, kube, kueue):
         wait_until(lambda: job_succeeded(kube, ns, "second"), 60, "the second Job to be admitted, run and complete")
         second_pod = pods_of(kube, ns, "second")[0]
         assert second_pod["spec"]["nodeName"] in H100_NODES
-        wl_second = workload_of(kube, ns, "second")
-        assert condition(wl_second, "Finished")["status"] == "True"
+        # Kueue's job reconciler marks the Workload Finished after the Job controller reports success
+        wl_second = wait_until(lambda: with_condition(workload_of(kube, ns, "second"), "Finished", "True"),
+                               30, "Kueue to mark the second Job's Workload Finished")
         assert wl_second["status"]["admission"]["clusterQueue"] == cq
 
         # The Job that asks more than the whole quota never got a pod and is still not admitted.
