@@ -78,9 +78,6 @@ def converged(variant_run_playbook, variant_kube, variant_lab):
     run = variant_run_playbook(TENANTS_PLAYBOOK, inventory=EXAMPLE_DIR, extra_vars=inv)
     yield inv, run
     gone = copy.deepcopy(inv)
-    # the admission policy's managed kinds are cluster-wide: offboard with the lab's own integrations so the suites
-    # after this one (a tenant's Deployment on the variant lab, test_openshift_keda) meet the lab's policy, not ours
-    gone.pop("gpuaas_kueue_integrations")
     for tenant in gone["gpuaas_tenants"]:
         tenant["state"] = "absent"
     variant_run_playbook(TENANTS_PLAYBOOK, inventory=EXAMPLE_DIR,

@@ -126,9 +126,15 @@ def tenant(variant_lab, variant_run_playbook):
     signal = Signal(variant_lab)
     signal.gauge.set(0)
     try:
-        # the workload exists before its ScaledObject (KEDA backs off on a missing target)
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {"gpuaas.io/tenant": TENANT}}}
-        kubectl(variant_lab, "create", "-f", "-", stdin=json.dumps(namespace))
+        # The workload exists before its ScaledObject (KEDA backs off on a missing target), and after a first run
+        # without autoscaling: that run writes the admission policy for this lab's Kueue integrations (the policy
+        # is cluster-wide and left as the last run with tenants wrote it, e.g. by test_openshift_ai's inventory,
+        # where Kueue does not manage Deployments).
+        without_autoscaling = tenancy(variant_lab, signal)
+        without_autoscaling["gpuaas_tenants"][0]["autoscaling"] = []
+        run = variant_run_playbook(TENANTS_PLAYBOOK, inventory=LAB_INVENTORY, extra_vars=without_autoscaling,
+                                   timeout=400)
+        assert run.rc == 0, run.explain()
         created = kubectl(variant_lab, "create", "-f", "-", stdin=json.dumps(deployment()))
         assert created.returncode == 0, created.stderr
         run = variant_run_playbook(TENANTS_PLAYBOOK, inventory=LAB_INVENTORY, extra_vars=tenancy(variant_lab, signal),
