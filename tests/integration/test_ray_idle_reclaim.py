@@ -17,14 +17,20 @@ One scenario, in order (the tests share it):
   4. as alice: she cannot wake or scale rr-b's cluster (RBAC), and a forged reclaim record (on her cluster scaled
      to 0 by hand) cannot take more than the group's maxReplicas nor any GPU beyond her quota (the new slice waits,
      its pods stay gated)
+  5. as the least-privilege account roles/automation_rbac makes for the AWX schedule: the playbook runs; the patch
+     the module builds passes the fence, any other change of a RayCluster is refused, and outside the opted-in
+     namespaces it can read nothing
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 import pytest
@@ -325,3 +331,90 @@ def test_a_tenant_user_cannot_wake_or_scale_another_tenants_cluster_nor_escape_h
         [(p["metadata"]["name"], p["spec"].get("nodeName"), p["spec"].get("schedulingGates"))
          for p in pods_of(kube, IDLE, "worker")]
     assert cluster(kube, THEIRS, NS_B)["spec"] == scenario["theirs"]["spec"], "rr-b's cluster was changed"
+
+
+RECLAIM_SA, RECLAIM_SA_NS = "rr-reclaim-" + S, "rr-sa-" + S
+RBAC_PLAYBOOK = os.path.join(REPO, "playbooks", "automation_rbac.yml")
+FENCE = "gpuaas-automation-ray-reclaim-fence"
+
+
+def as_token(lab, token: str, method: str, path: str, body: dict | None = None,
+             content_type: str = "application/apply-patch+yaml") -> tuple[int, str]:
+    """One request as ``token`` (status, body): exactly the verb the account holds, no GET first."""
+    request = urllib.request.Request(lab.apiserver + path, data=json.dumps(body).encode() if body else None,
+                                     method=method, headers={"Authorization": "Bearer " + token,
+                                                             "Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=lab.ca), timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+@pytest.fixture
+def reclaim_account(lab, run_playbook):
+    """The ray_idle_reclaim account, made by playbooks/automation_rbac.yml from the test inventory (as the admin)."""
+    rbac_vars = dict(INVENTORY, gpuaas_automation_rbac_accounts=[
+        {"name": RECLAIM_SA, "namespace": RECLAIM_SA_NS, "playbooks": ["ray_idle_reclaim"]}])
+    setup = run_playbook(RBAC_PLAYBOOK, extra_vars=rbac_vars)
+    try:
+        assert setup.rc == 0, setup.explain()
+        out = kubectl(lab, "-n", RECLAIM_SA_NS, "create", "token", RECLAIM_SA, "--duration=1h")
+        assert out.returncode == 0, out.stderr
+        yield out.stdout.strip()
+    finally:
+        # what the role made, by its label (the role's own state=absent path is test_least_privilege's teardown)
+        for kinds in ("clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings",
+                      "rolebindings"):
+            kubectl(lab, "delete", kinds, "-A", "-l", "app.kubernetes.io/component=automation-rbac", "--wait=false")
+        kubectl(lab, "delete", "namespace", RECLAIM_SA_NS, "--ignore-not-found", "--wait=false")
+
+
+def test_the_reclaim_account_runs_the_schedule_and_may_change_only_the_worker_replicas(scenario, lab, kube, run_playbook,
+                                                                                        reclaim_account):
+    # pylint: disable=redefined-outer-name
+    from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import ray_reclaim  # the built collection
+
+    token = reclaim_account
+    sa_env = {"K8S_AUTH_HOST": lab.apiserver, "K8S_AUTH_API_KEY": token, "K8S_AUTH_SSL_CA_CERT": lab.ca,
+              "K8S_AUTH_VERIFY_SSL": "true", "K8S_AUTH_KUBECONFIG": "", "K8S_AUTH_CONTEXT": "",
+              "KUBECONFIG": "/nonexistent/gpuaas-no-kubeconfig"}
+    # 1. the scheduled run, as the account (check mode: what it reads and would write is authorized)
+    run = run_playbook(RECLAIM_PLAYBOOK, check=True, diff=True, env=sa_env, extra_vars=dict(
+        INVENTORY, gpuaas_prometheus={"url": lab.prometheus_url}, gpuaas_ray_reclaim_scrape_interval=SCRAPE,
+        gpuaas_ray_reclaim_tenants=[T_A, T_B]))
+    assert run.rc == 0, run.explain()
+    # 2. the reclaim patch the module builds (replicas to 0, the record) passes the fence (server-side dry run)
+    live = cluster(kube, BUSY)
+    path = "/apis/ray.io/v1/namespaces/%s/rayclusters/%s" % (NS_A, BUSY)
+    apply = path + "?fieldManager=gpuaas.platform&force=true&dryRun=All"
+    patch = ray_reclaim.reclaim_patch(live, ray_reclaim.Decision("reclaim", "test", {"gpu": 1}), time.time())
+    status, body = as_token(lab, token, "PATCH", apply, patch)
+    assert status == 200, body
+    assert json.loads(body)["spec"]["workerGroupSpecs"][0]["replicas"] == 0
+    # 3. anything else in the same patch is refused by the fence, naming what it may change
+    head_image = json.loads(json.dumps(patch))
+    head_image["spec"]["headGroupSpec"] = json.loads(json.dumps(live["spec"]["headGroupSpec"]))
+    head_image["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = "registry.invalid/evil:1"
+    worker_image = json.loads(json.dumps(patch))
+    worker_image["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"] = "registry.invalid/evil:1"
+    requeue = json.loads(json.dumps(patch))
+    requeue["metadata"]["labels"] = {"gpuaas.io/tenant": T_B}
+    wake = json.loads(json.dumps(patch))
+    wake["metadata"]["annotations"][WAKE] = "by-the-account"
+    for name, attempt, message in (("head image", head_image, "may not change a RayCluster's head"),
+                                   ("worker image", worker_image, "only the worker groups' replicas"),
+                                   ("a label", requeue, "may not change a RayCluster's labels"),
+                                   ("wake annotation", wake, "only the annotation gpuaas.io/idle-reclaim")):
+        status, body = as_token(lab, token, "PATCH", apply, attempt)
+        assert status in (403, 422) and FENCE in body and message in body, (name, status, body)
+    # 4. RBAC: no delete, no create, nothing outside the opted-in namespaces, no Secrets
+    assert as_token(lab, token, "DELETE", path + "?dryRun=All")[0] == 403
+    assert as_token(lab, token, "GET", "/apis/ray.io/v1/namespaces/default/rayclusters")[0] == 403
+    assert as_token(lab, token, "GET", "/apis/ray.io/v1/rayclusters")[0] == 403
+    assert as_token(lab, token, "GET", "/api/v1/namespaces/%s/secrets" % NS_A)[0] == 403
+    assert as_token(lab, token, "POST", "/api/v1/namespaces/%s/pods?dryRun=All" % NS_A,
+                    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
+                     "spec": {"containers": [{"name": "x", "image": "x"}]}}, "application/json")[0] == 403
+    # and the dry runs changed nothing
+    assert cluster(kube, BUSY)["spec"] == live["spec"]

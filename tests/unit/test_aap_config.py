@@ -364,6 +364,39 @@ def test_schedules_run_existing_templates(rendered):
     assert schedules["GPUaaS automation_rbac"]["enabled"] is False
 
 
+def test_ray_idle_reclaim_is_rendered_only_for_an_inventory_with_an_opted_in_raycluster(tmp_path):
+    """Issue 25: the reclaim job template (its own fenced account, the Prometheus credential: the module queries DCGM
+    itself) and its every-minute schedule exist when a tenant opts a RayCluster in - and not otherwise, so an
+    inventory without Ray needs no gpuaas-ray-reclaim credential."""
+    ray_tenant = {"name": "ml", "namespaces": ["ml"],
+                  "autoscaling": [{"name": "r", "target": {"kind": "RayCluster", "name": "r"}},
+                                  {"name": "d", "target": {"kind": "Deployment", "name": "d"}}]}
+    out = tmp_path / "aap.yml"
+    proc = run_playbook(ROOT / "playbooks" / "aap_config.yml", tmp_path,
+                        inventory=dict(INVENTORY, gpuaas_tenants=INVENTORY["gpuaas_tenants"] + [ray_tenant]),
+                        extra=["-e", "gpuaas_aap_output_file=%s" % out, "-e", "gpuaas_aap_apply=never"])
+    assert proc.returncode == 0, proc.stdout
+    with_ray = yaml.safe_load(out.read_text())
+    jt = _templates(with_ray)["ray_idle_reclaim"]
+    assert jt["playbook"] == "playbooks/gpuaas_ray_idle_reclaim.yml"
+    assert sorted(jt["credentials"]) == ["gpuaas-prometheus", "gpuaas-ray-reclaim"]
+    assert jt["ask_variables_on_launch"] is False and not jt["survey_enabled"]
+    [sched] = [s for s in with_ray["controller_schedules"] if s["unified_job_template"] == "GPUaaS ray_idle_reclaim"]
+    assert sched["rrule"].endswith("RRULE:FREQ=MINUTELY;INTERVAL=1") and sched["enabled"] is True
+    # without a RayCluster entry (a Deployment one only): neither, and no ray_reclaim credential is asked for
+    out2 = tmp_path / "aap2.yml"
+    no_ray = dict(ray_tenant, autoscaling=ray_tenant["autoscaling"][1:])
+    proc = run_playbook(ROOT / "playbooks" / "aap_config.yml", tmp_path,
+                        inventory=dict(INVENTORY, gpuaas_tenants=[no_ray]),
+                        extra=["-e", "gpuaas_aap_output_file=%s" % out2, "-e", "gpuaas_aap_apply=never", "-e",
+                               json.dumps({"gpuaas_aap_credentials": {k: "c-" + k for k in
+                                           ("install", "tenants", "observability", "validate", "node_pools")}})])
+    assert proc.returncode == 0, proc.stdout
+    without = yaml.safe_load(out2.read_text())
+    assert "ray_idle_reclaim" not in _templates(without)
+    assert [s for s in without["controller_schedules"] if "ray_idle_reclaim" in s["unified_job_template"]] == []
+
+
 def test_prerequisites_are_rendered_only_when_given(rendered, tmp_path):
     for key in ("controller_projects", "controller_inventories", "controller_inventory_sources",
                 "controller_execution_environments"):

@@ -17,7 +17,7 @@ from ansible_collections.gpuaas.platform.plugins.modules.monitoring_objects impo
 FILES = Path(__file__).resolve().parents[2] / "roles" / "automation_rbac" / "files"
 DAY2 = ["gpuaas-automation-tenants", "gpuaas-automation-tenants-delete-namespaces", "gpuaas-automation-validate",
         "gpuaas-automation-observability", "gpuaas-automation-namespace-secrets", "gpuaas-automation-tenants-lock",
-        "gpuaas-automation-node-pool-scaledown"]
+        "gpuaas-automation-node-pool-scaledown", "gpuaas-automation-ray-idle-reclaim"]
 APPLY_VERBS = {"get", "list", "create", "patch", "delete"}
 
 
@@ -119,3 +119,14 @@ def test_node_pool_scaledown_role_cordons_and_reads_but_deletes_and_creates_noth
     assert verbs_for(role, "", "pods") == {"list"}
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert granted == {("", "nodes"), ("", "pods")}, granted
+
+
+def test_ray_idle_reclaim_role_reads_and_patches_rayclusters_and_lists_pods_only():
+    """What plugins/module_utils/reconcile/ray_reclaim_runner.py calls: GET a RayCluster, LIST its worker pods, PATCH
+    (server-side apply) the RayCluster. Bound per namespace by the role task; the fence (lab test:
+    test_ray_idle_reclaim.py) narrows the patch to the worker groups' replicas and the reclaim record."""
+    role = cluster_roles()["gpuaas-automation-ray-idle-reclaim"]
+    assert verbs_for(role, "ray.io", "rayclusters") == {"get", "patch"}
+    assert verbs_for(role, "", "pods") == {"list"}
+    granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert granted == {("ray.io", "rayclusters"), ("", "pods")}, granted
