@@ -40,14 +40,13 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.barrier import Barrier, pass_barriers
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import (
-    fields_covered,
     is_subset,
     owned_fields,
-    project,
     project_like,
     strip_none,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kinds import tier_of
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.owned_view import after_view, before_view, classify, with_identity
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import Key, GroupKind, LiveState, list_objects
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (
     FIELD_MANAGER,
@@ -234,40 +233,13 @@ class ApplyEngine:
 
     def compare(self, desired: t.Mapping[str, t.Any], live: t.Optional[t.Mapping[str, t.Any]]) -> str:
         """'created', 'updated' or 'unchanged' for ``desired`` against ``live`` (owned fields only)."""
-        if live is None:
-            return "created"
-        fields = owned_fields(live, self.field_manager, desired.get("apiVersion"))
-        if fields is None:
-            return "updated"  # we do not own it (yet): apply to take ownership
-        if not is_subset(desired, live, fields):
-            return "updated"
-        if not fields_covered(fields, desired):
-            return "updated"  # a field we set before is no longer desired: SSA removes it
-        return "unchanged"
+        return classify(desired, live, self.field_manager)
 
     def before_view(self, live: t.Optional[t.Mapping[str, t.Any]]) -> t.Dict[str, t.Any]:
-        if live is None:
-            return {}
-        fields = owned_fields(live, self.field_manager)
-        view = project(live, fields) if fields else {}
-        return self._with_identity(view, live)
+        return before_view(live, self.field_manager)
 
     def after_view(self, obj: t.Mapping[str, t.Any], fallback: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
-        fields = owned_fields(obj, self.field_manager)
-        view = project(obj, fields) if fields else copy.deepcopy(dict(fallback))
-        return self._with_identity(view, obj)
-
-    @staticmethod
-    def _with_identity(view: t.Dict[str, t.Any], obj: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
-        meta = obj.get("metadata") or {}
-        out = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")}
-        out.update(view)
-        vmeta = dict(out.get("metadata") or {})
-        vmeta["name"] = meta.get("name")
-        if meta.get("namespace"):
-            vmeta["namespace"] = meta["namespace"]
-        out["metadata"] = vmeta
-        return out
+        return after_view(obj, fallback, self.field_manager)
 
     def _prepare_all(self, desired: t.Iterable[t.Mapping[str, t.Any]], tenant: t.Optional[str]
                      ) -> t.Tuple[t.List[DesiredObject], t.Dict[t.Tuple[str, str], t.List[DesiredObject]]]:
@@ -414,7 +386,7 @@ class ApplyEngine:
         if self.unreachable is not None:
             return None  # the API server is gone: do not schedule more requests
         if self.check_mode and (d.ref.key in simulated or d.ref.key in self.assume_deleted):
-            return ObjectResult(d.ref, action, self.before_view(current), self._with_identity(
+            return ObjectResult(d.ref, action, self.before_view(current), with_identity(
                 copy.deepcopy(d.obj), d.obj), obj=d.obj, simulated=True)
         result.requests["apply"] += 1
         try:
@@ -581,7 +553,7 @@ class ApplyEngine:
         already has those values (idempotent), a dry run in check mode; the diff shows the applied fields only."""
         body = strip_none(dict(partial))
         ref = ObjectRef.from_object(body)
-        before = self._with_identity(project_like(live, body), live)
+        before = with_identity(project_like(live, body), live)
         if is_subset(body, live, None):
             return ObjectResult(ref, "unchanged", before, before, obj=dict(live))
         res = self.client.resource(body["apiVersion"], body["kind"])
@@ -589,7 +561,7 @@ class ApplyEngine:
             applied = res.apply(body, self.field_manager, force=self.force_conflicts, dry_run=self.check_mode)
         except ApiException as exc:
             raise translate_api_exception(exc, "dry-run apply" if self.check_mode else "apply", str(ref))
-        return ObjectResult(ref, "updated", before, self._with_identity(project_like(applied, body), applied), obj=applied)
+        return ObjectResult(ref, "updated", before, with_identity(project_like(applied, body), applied), obj=applied)
 
     # -- waits (kube/waiter.py) -------------------------------------------------------------------------
     def wait_ready(self, results: t.Sequence[ObjectResult], condition: t.Optional[t.Mapping[str, t.Any]] = None,
