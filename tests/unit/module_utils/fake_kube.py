@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
@@ -110,7 +111,7 @@ class FakeResource:
         for (kind, ns, _name), obj in sorted(self.client.store.items()):
             if kind != self.kind or (namespace and ns != namespace):
                 continue
-            if label_selector and not _selector_matches(label_selector, obj):
+            if not selector_matches(label_selector, (obj.get("metadata") or {}).get("labels") or {}):
                 continue
             out.append(copy.deepcopy(obj))
         return out
@@ -199,10 +200,17 @@ class FakeResource:
         return copy.deepcopy(obj)
 
 
-def _selector_matches(selector: str, obj: t.Mapping[str, t.Any]) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    for part in selector.split(","):
-        if "=" in part:
+def selector_matches(selector: t.Optional[str], labels: t.Mapping[str, str]) -> bool:
+    """The API server's label selector grammar as the collection uses it: k=v, k (exists), k in (a,b)."""
+    for part in re.findall(r"[^,(]+(?:\([^)]*\))?", selector or ""):
+        part = part.strip()
+        if not part:
+            continue
+        if " in (" in part:
+            k, values = part.split(" in (", 1)
+            if labels.get(k.strip()) not in [v.strip() for v in values.rstrip(")").split(",")]:
+                return False
+        elif "=" in part:
             k, v = part.split("=", 1)
             if labels.get(k) != v:
                 return False
