@@ -162,11 +162,7 @@ class FakeResource:
         key = self._key(meta["name"], meta.get("namespace"))
         if key in self.client.store:
             raise api_exception(409, "AlreadyExists", '%s "%s" already exists' % (self.plural, meta["name"]))
-        obj = copy.deepcopy(body)
-        obj["metadata"].update({"uid": "uid-%d" % len(self.client.store), "resourceVersion": str(len(self.client.calls))})
-        self.client.store[key] = obj
-        self.client.writes.append(("create", key))
-        return copy.deepcopy(obj)
+        return self._store(key, body, "uid-%d" % len(self.client.store), "create")
 
     def replace(self, body: t.Dict[str, t.Any], field_manager: t.Optional[str] = None) -> t.Dict[str, t.Any]:
         meta = body["metadata"]
@@ -178,10 +174,15 @@ class FakeResource:
         if meta.get("resourceVersion") != live["metadata"].get("resourceVersion"):
             raise api_exception(409, "Conflict", "the object has been modified; please apply your changes to the "
                                                  "latest version and try again")
+        return self._store(key, body, live["metadata"].get("uid"), "replace")
+
+    def _store(self, key: t.Tuple[str, str, str], body: t.Dict[str, t.Any], uid: t.Optional[str], verb: str
+               ) -> t.Dict[str, t.Any]:
+        """Keep ``body`` as the object at ``key`` with ``uid`` and a new resourceVersion (a create or replace)."""
         obj = copy.deepcopy(body)
-        obj["metadata"].update({"uid": live["metadata"].get("uid"), "resourceVersion": str(len(self.client.calls))})
+        obj["metadata"].update({"uid": uid, "resourceVersion": str(len(self.client.calls))})
         self.client.store[key] = obj
-        self.client.writes.append(("replace", key))
+        self.client.writes.append((verb, key))
         return copy.deepcopy(obj)
 
     def delete(self, name: str, namespace: t.Optional[str] = None, propagation_policy: str = "Background",
@@ -198,6 +199,21 @@ class FakeResource:
             del self.client.store[key]
             self.client.writes.append(("delete", key))
         return copy.deepcopy(obj)
+
+
+def foreign_object(kind: str, name: str, namespace: t.Optional[str] = None, spec: t.Optional[t.Any] = None,
+                   labels: t.Optional[t.Mapping[str, str]] = None, api_version: str = "kueue.x-k8s.io/v1beta2",
+                   manager: str = "kubectl-client-side-apply", **top: t.Any) -> t.Dict[str, t.Any]:
+    """An object someone else made (its one managedFields entry is ``manager``'s Update), to seed a fake with."""
+    meta: t.Dict[str, t.Any] = {"name": name, "labels": dict(labels or {}),
+                                "managedFields": [{"manager": manager, "operation": "Update", "fieldsV1": {}}]}
+    if namespace:
+        meta["namespace"] = namespace
+    obj: t.Dict[str, t.Any] = {"apiVersion": api_version, "kind": kind, "metadata": meta}
+    if spec is not None:
+        obj["spec"] = spec
+    obj.update(top)
+    return obj
 
 
 def selector_matches(selector: t.Optional[str], labels: t.Mapping[str, str]) -> bool:
