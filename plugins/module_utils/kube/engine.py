@@ -56,6 +56,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership imp
     add_ownership,
     refuse_or_adopt,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.run_failures import raise_many, unreachable_error
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, ObjectResult, PruneScope, ReconcileResult
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.waiter import Waiter
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.drain import Drainer
@@ -347,7 +348,7 @@ class ApplyEngine:
             raise self.unreachable_error(result, pending=skipped + [e.details.get("ref") for e in errors
                                                                     if e.details.get("ref")])
         if errors:
-            self._raise_many(errors, "apply", result)
+            raise_many(errors, "apply", result)
 
         if prune is not None:
             doomed = []
@@ -418,42 +419,8 @@ class ApplyEngine:
 
     def unreachable_error(self, result: ReconcileResult, pending: t.Sequence[t.Any] = (),
                           stage: str = "apply") -> ApiUnreachable:
-        """One message for a run cut short by an unreachable API server: what was done, what not, how to go on."""
-        cause = self.unreachable or ApiUnreachable("the Kubernetes API server is unreachable")
-        done = {"created": 0, "updated": 0, "deleted": 0}
-        for r in result.results:
-            if r.action in done:
-                done[r.action] += 1
-        pending_refs = [p for p in pending if p is not None]
-        applied = ", ".join("%d %s" % (n, a) for a, n in done.items() if n) or "no change"
-        verb = "sent" if self.check_mode else "applied"
-        message = ("%s. Stopped during %s: %s %s before the API server went away; %d change%s not %s%s. "
-                   "Nothing is half-applied: every object is written whole by server-side apply, so re-running the same "
-                   "playbook once the API server is back converges."
-                   % (cause.message.rstrip("."), stage, applied, "(dry run)" if self.check_mode else "",
-                      len(pending_refs), "" if len(pending_refs) == 1 else "s", verb,
-                      "" if stage != "apply" else "; nothing pruned"))
-        message = message.replace("  ", " ")
-        details = {k: v for k, v in cause.details.items() if k not in ("ref", "partial_result")}
-        details.update({"reason": "Unreachable", "stage": stage, "done": done,
-                        "not_applied": [str(r) for r in pending_refs][:50],
-                        "not_applied_count": len(pending_refs)})
-        return ApiUnreachable(message, hint=cause.hint, details=details)
-
-    @staticmethod
-    def _raise_many(errors: t.List[GpuaasError], verb: str, result: ReconcileResult) -> None:
-        if len(errors) == 1:
-            err = errors[0]
-            err.details.setdefault("partial_result", result.to_module_result())
-            raise err
-        problems: t.List[str] = []
-        hints: t.List[str] = []
-        for err in errors:
-            problems.append(str(err.message))
-            if err.hint and err.hint not in hints:
-                hints.append(err.hint)
-        raise GpuaasError("%d objects failed to %s" % (len(errors), verb), hint="; ".join(hints) or None,
-                          problems=problems, details={"partial_result": result.to_module_result()})
+        """One message for a run cut short by an unreachable API server (kube/run_failures.py)."""
+        return unreachable_error(self.unreachable, result, self.check_mode, pending, stage)
 
     # -- delete ---------------------------------------------------------------------------------------
     def delete(self, refs: t.Iterable[t.Any], propagation_policy: str = "Background", wait: bool = False,
@@ -544,7 +511,7 @@ class ApplyEngine:
                 raise self.unreachable_error(result, skipped + rest + [e.details.get("ref") for e in errors],
                                              stage="delete")
             if errors:
-                self._raise_many(errors, "delete", result)
+                raise_many(errors, "delete", result)
 
     # -- fields of objects the collection does not own ----------------------------------------------------
     def apply_fields(self, partial: t.Mapping[str, t.Any], live: t.Mapping[str, t.Any]) -> ObjectResult:
