@@ -15,7 +15,8 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.errors import Gpua
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import InventoryError
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TenancyRunner
 
-import fake_kube  # noqa: E402,F401  (tests/unit/modules/fake_kube.py, on sys.path through conftest; it adds the shared fake)
+# tests/unit/modules/fake_kube.py (on sys.path through conftest) puts the shared fake on sys.path
+import fake_kube  # noqa: F401  pylint: disable=unused-import
 from module_utils.fake_kube import selector_matches  # noqa: E402  (the one label-selector parser of the unit fakes)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
