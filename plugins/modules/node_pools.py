@@ -33,6 +33,8 @@ author:
   - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
+  - gpuaas.platform.inventory
+  - gpuaas.platform.inventory_run
   - gpuaas.platform.run_lock
 options:
   node_pools:
@@ -49,43 +51,25 @@ options:
     default: []
   flavors:
     description: Kueue ResourceFlavors (inventory C(gpuaas_flavors)); a pool's C(flavor) must be one of them.
-    type: list
-    elements: dict
-    default: []
   tenants:
     description: The tenants (inventory C(gpuaas_tenants)), for the capacity check and C(include_pending).
-    type: list
-    elements: dict
-    default: []
   cohorts:
     description: Kueue Cohorts (inventory C(gpuaas_cohorts)), only validated here.
-    type: list
-    elements: dict
-    default: []
   priorities:
     description: WorkloadPriorityClasses (inventory C(gpuaas_priorities)), only validated here.
-    type: list
-    elements: dict
-    default: []
   prometheus:
     description:
       - The shared Prometheus setting (inventory C(gpuaas_prometheus)); C(url) is required when there are pools.
       - A token or CA goes to a Secret in O(keda_namespace) with a C(ClusterTriggerAuthentication) named
         C(gpuaas-prometheus-node-pools).
-    type: dict
   openshift_ai:
     description:
       - OpenShift AI settings (inventory C(gpuaas_openshift_ai), module M(gpuaas.platform.tenants)), only validated
         here, so that the whole inventory is checked the same way by both modules.
-    type: dict
   allow_overcommit:
     description: Accept quotas above the capacity (nodes, or pools' maximum) of a flavor, with a warning.
-    type: bool
-    default: false
   check_capacity:
     description: Read the nodes (one LIST) and compare the GPU quotas per flavor with the nodes and pools.
-    type: bool
-    default: true
   check_templates:
     description: Read each pool's target and fail when it is missing or its template lacks the flavor's node labels.
     type: bool
@@ -94,15 +78,12 @@ options:
     description:
       - Namespace of the KEDA operator (where the Prometheus credentials Secret goes).
       - Default C(openshift-keda) on OpenShift (detected by API discovery), else C(keda), as the keda role installs it.
-    type: str
   prune:
     description:
       - Delete the pool objects (ScaledObjects, credentials) of pools no longer in O(node_pools).
       - Off by default, like the tenants module's safe mode (C(gpuaas_tenants_prune)) - a forgotten inventory or a
         misspelled C(gpuaas_node_pools) must not switch off the autoscaling of every GPU pool. Without prune such
         objects are kept, listed in RV(drift) and warned about.
-    type: bool
-    default: false
 attributes:
   check_mode:
     description: Server-side dry run; nothing is written.

@@ -34,24 +34,12 @@ author:
 options:
   tenants:
     description: The tenants (inventory C(gpuaas_tenants)); only their RayCluster autoscaling entries are read.
-    type: list
-    elements: dict
-    default: []
   flavors:
     description: Kueue ResourceFlavors (inventory C(gpuaas_flavors)), to validate the tenants.
-    type: list
-    elements: dict
-    default: []
   cohorts:
     description: Cohorts (inventory C(gpuaas_cohorts)), to validate the tenants.
-    type: list
-    elements: dict
-    default: []
   priorities:
     description: WorkloadPriorityClasses (inventory C(gpuaas_priorities)), to validate the tenants.
-    type: list
-    elements: dict
-    default: []
   limit_tenants:
     description: Only these tenants' RayClusters; all tenants when omitted.
     type: list
@@ -77,6 +65,7 @@ seealso:
   - module: gpuaas.platform.tenants
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
+  - gpuaas.platform.inventory
   - gpuaas.platform.prometheus
 """
 

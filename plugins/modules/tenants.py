@@ -62,63 +62,10 @@ author:
   - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
   - gpuaas.platform.k8s_auth
+  - gpuaas.platform.inventory
+  - gpuaas.platform.inventory_run
   - gpuaas.platform.run_lock
 options:
-  flavors:
-    description: Kueue ResourceFlavors (inventory C(gpuaas_flavors)).
-    type: list
-    elements: dict
-    default: []
-  cohorts:
-    description: Kueue Cohorts, may nest with C(parent) (inventory C(gpuaas_cohorts)).
-    type: list
-    elements: dict
-    default: []
-  priorities:
-    description:
-      - WorkloadPriorityClasses C({name, value, description, open_to_tenants}) (inventory C(gpuaas_priorities)).
-      - A tenant without C(allowed_priorities) may use the classes with C(open_to_tenants=true), or only the
-        lowest class(es) when none is marked.
-    type: list
-    elements: dict
-    default: []
-  tenants:
-    description:
-      - The tenants (inventory C(gpuaas_tenants)). See C(docs/tenants.md) and the C(gpuaas.platform.tenants)
-        role's argument spec for every key (name, namespaces, cohort, fair_sharing_weight, quotas, preemption,
-        access, queues, autoscaling, queueing_strategy, labels, state).
-    type: list
-    elements: dict
-    default: []
-  prometheus:
-    description:
-      - "The shared Prometheus setting C({url, token | token_file | token_secret: {name, namespace, key}, ca_file,
-        validate_certs, timeout}) (inventory C(gpuaas_prometheus), also read by the validation role), used by the
-        idle scale-to-zero triggers of C(tenants[].autoscaling)."
-      - A token or CA is stored in a Secret in O(keda_namespace) and referenced through a
-        C(ClusterTriggerAuthentication) named C(gpuaas-prometheus), so it never lands in a tenant namespace.
-    type: dict
-  openshift_ai:
-    description:
-      - "OpenShift AI coexistence (inventory C(gpuaas_openshift_ai), docs/openshift-ai.md): C({hardware_profiles,
-        profiles_scope, applications_namespace, trusted_controllers, cpu: {min, default}, memory: {min, default}})."
-      - C(hardware_profiles=true) writes one OpenShift AI C(HardwareProfile) (C(infrastructure.opendatahub.io/v1))
-        per tenant, GPU flavor and allowed priority class, with C(scheduling.type=Queue) on the tenant's LocalQueue
-        and the GPU count capped by the tenant's quota; owned and pruned with the tenant. C(hardware_profiles) on a
-        tenant overrides it for that tenant.
-      - C(profiles_scope=project) (default) puts them in each tenant namespace, C(global) in
-        C(applications_namespace) (default C(redhat-ods-applications)).
-      - C(trusted_controllers) (default true; applied on OpenShift or when this option is set) trusts OpenShift AI's
-        controllers in C(applications_namespace) in the admission policy, each only for the frameworks Kueue manages.
-    type: dict
-  allow_overcommit:
-    description: Accept quotas above the GPU capacity of the flavor's nodes (a warning instead of an error).
-    type: bool
-    default: false
-  check_capacity:
-    description: Read the nodes (one LIST) and compare the sum of GPU quotas per flavor with their allocatable GPUs.
-    type: bool
-    default: true
   delete_namespaces:
     description: Delete the namespaces of offboarded tenants (and namespaces removed from a tenant).
     type: bool
@@ -184,20 +131,6 @@ options:
         passes C(gpuaas_kueue_integrations) (default C(auto)).
     type: list
     elements: str
-  keda_namespace:
-    description:
-      - Namespace of the KEDA operator (where the Prometheus credentials Secret goes).
-      - Default C(openshift-keda) on OpenShift (the Custom Metrics Autoscaler operator), C(keda) elsewhere — the
-        same platform-aware default as the C(gpuaas.platform.keda) role's C(gpuaas_keda_namespace).
-    type: str
-  prune:
-    description:
-      - Remove tenants (and shared flavors, cohorts, priorities) that exist on the cluster but are missing from the
-        inventory. Off by default (safe mode), so such objects are kept and reported in RV(drift).
-      - A tenant with C(state=absent) is removed either way. Ignored with O(limit_tenants) (only the named tenants,
-        which must be in O(tenants), are reconciled).
-    type: bool
-    default: false
   allow_empty:
     description: With O(prune=true), accept an empty O(tenants) list (which removes every tenant). Refused otherwise.
     type: bool

@@ -40,14 +40,13 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.barrier import Barrier, pass_barriers
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import (
-    fields_covered,
     is_subset,
     owned_fields,
-    project,
     project_like,
     strip_none,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kinds import tier_of
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.owned_view import after_view, before_view, classify, with_identity
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import Key, GroupKind, LiveState, list_objects
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import (
     FIELD_MANAGER,
@@ -57,6 +56,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership imp
     add_ownership,
     refuse_or_adopt,
 )
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.run_failures import raise_many, unreachable_error
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, ObjectResult, PruneScope, ReconcileResult
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.waiter import Waiter
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.drain import Drainer
@@ -234,40 +234,13 @@ class ApplyEngine:
 
     def compare(self, desired: t.Mapping[str, t.Any], live: t.Optional[t.Mapping[str, t.Any]]) -> str:
         """'created', 'updated' or 'unchanged' for ``desired`` against ``live`` (owned fields only)."""
-        if live is None:
-            return "created"
-        fields = owned_fields(live, self.field_manager, desired.get("apiVersion"))
-        if fields is None:
-            return "updated"  # we do not own it (yet): apply to take ownership
-        if not is_subset(desired, live, fields):
-            return "updated"
-        if not fields_covered(fields, desired):
-            return "updated"  # a field we set before is no longer desired: SSA removes it
-        return "unchanged"
+        return classify(desired, live, self.field_manager)
 
     def before_view(self, live: t.Optional[t.Mapping[str, t.Any]]) -> t.Dict[str, t.Any]:
-        if live is None:
-            return {}
-        fields = owned_fields(live, self.field_manager)
-        view = project(live, fields) if fields else {}
-        return self._with_identity(view, live)
+        return before_view(live, self.field_manager)
 
     def after_view(self, obj: t.Mapping[str, t.Any], fallback: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
-        fields = owned_fields(obj, self.field_manager)
-        view = project(obj, fields) if fields else copy.deepcopy(dict(fallback))
-        return self._with_identity(view, obj)
-
-    @staticmethod
-    def _with_identity(view: t.Dict[str, t.Any], obj: t.Mapping[str, t.Any]) -> t.Dict[str, t.Any]:
-        meta = obj.get("metadata") or {}
-        out = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")}
-        out.update(view)
-        vmeta = dict(out.get("metadata") or {})
-        vmeta["name"] = meta.get("name")
-        if meta.get("namespace"):
-            vmeta["namespace"] = meta["namespace"]
-        out["metadata"] = vmeta
-        return out
+        return after_view(obj, fallback, self.field_manager)
 
     def _prepare_all(self, desired: t.Iterable[t.Mapping[str, t.Any]], tenant: t.Optional[str]
                      ) -> t.Tuple[t.List[DesiredObject], t.Dict[t.Tuple[str, str], t.List[DesiredObject]]]:
@@ -375,7 +348,7 @@ class ApplyEngine:
             raise self.unreachable_error(result, pending=skipped + [e.details.get("ref") for e in errors
                                                                     if e.details.get("ref")])
         if errors:
-            self._raise_many(errors, "apply", result)
+            raise_many(errors, "apply", result)
 
         if prune is not None:
             doomed = []
@@ -414,7 +387,7 @@ class ApplyEngine:
         if self.unreachable is not None:
             return None  # the API server is gone: do not schedule more requests
         if self.check_mode and (d.ref.key in simulated or d.ref.key in self.assume_deleted):
-            return ObjectResult(d.ref, action, self.before_view(current), self._with_identity(
+            return ObjectResult(d.ref, action, self.before_view(current), with_identity(
                 copy.deepcopy(d.obj), d.obj), obj=d.obj, simulated=True)
         result.requests["apply"] += 1
         try:
@@ -446,42 +419,8 @@ class ApplyEngine:
 
     def unreachable_error(self, result: ReconcileResult, pending: t.Sequence[t.Any] = (),
                           stage: str = "apply") -> ApiUnreachable:
-        """One message for a run cut short by an unreachable API server: what was done, what not, how to go on."""
-        cause = self.unreachable or ApiUnreachable("the Kubernetes API server is unreachable")
-        done = {"created": 0, "updated": 0, "deleted": 0}
-        for r in result.results:
-            if r.action in done:
-                done[r.action] += 1
-        pending_refs = [p for p in pending if p is not None]
-        applied = ", ".join("%d %s" % (n, a) for a, n in done.items() if n) or "no change"
-        verb = "sent" if self.check_mode else "applied"
-        message = ("%s. Stopped during %s: %s %s before the API server went away; %d change%s not %s%s. "
-                   "Nothing is half-applied: every object is written whole by server-side apply, so re-running the same "
-                   "playbook once the API server is back converges."
-                   % (cause.message.rstrip("."), stage, applied, "(dry run)" if self.check_mode else "",
-                      len(pending_refs), "" if len(pending_refs) == 1 else "s", verb,
-                      "" if stage != "apply" else "; nothing pruned"))
-        message = message.replace("  ", " ")
-        details = {k: v for k, v in cause.details.items() if k not in ("ref", "partial_result")}
-        details.update({"reason": "Unreachable", "stage": stage, "done": done,
-                        "not_applied": [str(r) for r in pending_refs][:50],
-                        "not_applied_count": len(pending_refs)})
-        return ApiUnreachable(message, hint=cause.hint, details=details)
-
-    @staticmethod
-    def _raise_many(errors: t.List[GpuaasError], verb: str, result: ReconcileResult) -> None:
-        if len(errors) == 1:
-            err = errors[0]
-            err.details.setdefault("partial_result", result.to_module_result())
-            raise err
-        problems: t.List[str] = []
-        hints: t.List[str] = []
-        for err in errors:
-            problems.append(str(err.message))
-            if err.hint and err.hint not in hints:
-                hints.append(err.hint)
-        raise GpuaasError("%d objects failed to %s" % (len(errors), verb), hint="; ".join(hints) or None,
-                          problems=problems, details={"partial_result": result.to_module_result()})
+        """One message for a run cut short by an unreachable API server (kube/run_failures.py)."""
+        return unreachable_error(self.unreachable, result, self.check_mode, pending, stage)
 
     # -- delete ---------------------------------------------------------------------------------------
     def delete(self, refs: t.Iterable[t.Any], propagation_policy: str = "Background", wait: bool = False,
@@ -572,7 +511,7 @@ class ApplyEngine:
                 raise self.unreachable_error(result, skipped + rest + [e.details.get("ref") for e in errors],
                                              stage="delete")
             if errors:
-                self._raise_many(errors, "delete", result)
+                raise_many(errors, "delete", result)
 
     # -- fields of objects the collection does not own ----------------------------------------------------
     def apply_fields(self, partial: t.Mapping[str, t.Any], live: t.Mapping[str, t.Any]) -> ObjectResult:
@@ -581,7 +520,7 @@ class ApplyEngine:
         already has those values (idempotent), a dry run in check mode; the diff shows the applied fields only."""
         body = strip_none(dict(partial))
         ref = ObjectRef.from_object(body)
-        before = self._with_identity(project_like(live, body), live)
+        before = with_identity(project_like(live, body), live)
         if is_subset(body, live, None):
             return ObjectResult(ref, "unchanged", before, before, obj=dict(live))
         res = self.client.resource(body["apiVersion"], body["kind"])
@@ -589,7 +528,7 @@ class ApplyEngine:
             applied = res.apply(body, self.field_manager, force=self.force_conflicts, dry_run=self.check_mode)
         except ApiException as exc:
             raise translate_api_exception(exc, "dry-run apply" if self.check_mode else "apply", str(ref))
-        return ObjectResult(ref, "updated", before, self._with_identity(project_like(applied, body), applied), obj=applied)
+        return ObjectResult(ref, "updated", before, with_identity(project_like(applied, body), applied), obj=applied)
 
     # -- waits (kube/waiter.py) -------------------------------------------------------------------------
     def wait_ready(self, results: t.Sequence[ObjectResult], condition: t.Optional[t.Mapping[str, t.Any]] = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
@@ -110,7 +111,7 @@ class FakeResource:
         for (kind, ns, _name), obj in sorted(self.client.store.items()):
             if kind != self.kind or (namespace and ns != namespace):
                 continue
-            if label_selector and not _selector_matches(label_selector, obj):
+            if not selector_matches(label_selector, (obj.get("metadata") or {}).get("labels") or {}):
                 continue
             out.append(copy.deepcopy(obj))
         return out
@@ -161,11 +162,7 @@ class FakeResource:
         key = self._key(meta["name"], meta.get("namespace"))
         if key in self.client.store:
             raise api_exception(409, "AlreadyExists", '%s "%s" already exists' % (self.plural, meta["name"]))
-        obj = copy.deepcopy(body)
-        obj["metadata"].update({"uid": "uid-%d" % len(self.client.store), "resourceVersion": str(len(self.client.calls))})
-        self.client.store[key] = obj
-        self.client.writes.append(("create", key))
-        return copy.deepcopy(obj)
+        return self._store(key, body, "uid-%d" % len(self.client.store), "create")
 
     def replace(self, body: t.Dict[str, t.Any], field_manager: t.Optional[str] = None) -> t.Dict[str, t.Any]:
         meta = body["metadata"]
@@ -177,10 +174,15 @@ class FakeResource:
         if meta.get("resourceVersion") != live["metadata"].get("resourceVersion"):
             raise api_exception(409, "Conflict", "the object has been modified; please apply your changes to the "
                                                  "latest version and try again")
+        return self._store(key, body, live["metadata"].get("uid"), "replace")
+
+    def _store(self, key: t.Tuple[str, str, str], body: t.Dict[str, t.Any], uid: t.Optional[str], verb: str
+               ) -> t.Dict[str, t.Any]:
+        """Keep ``body`` as the object at ``key`` with ``uid`` and a new resourceVersion (a create or replace)."""
         obj = copy.deepcopy(body)
-        obj["metadata"].update({"uid": live["metadata"].get("uid"), "resourceVersion": str(len(self.client.calls))})
+        obj["metadata"].update({"uid": uid, "resourceVersion": str(len(self.client.calls))})
         self.client.store[key] = obj
-        self.client.writes.append(("replace", key))
+        self.client.writes.append((verb, key))
         return copy.deepcopy(obj)
 
     def delete(self, name: str, namespace: t.Optional[str] = None, propagation_policy: str = "Background",
@@ -199,10 +201,32 @@ class FakeResource:
         return copy.deepcopy(obj)
 
 
-def _selector_matches(selector: str, obj: t.Mapping[str, t.Any]) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    for part in selector.split(","):
-        if "=" in part:
+def foreign_object(kind: str, name: str, namespace: t.Optional[str] = None, spec: t.Optional[t.Any] = None,
+                   labels: t.Optional[t.Mapping[str, str]] = None, api_version: str = "kueue.x-k8s.io/v1beta2",
+                   manager: str = "kubectl-client-side-apply", **top: t.Any) -> t.Dict[str, t.Any]:
+    """An object someone else made (its one managedFields entry is ``manager``'s Update), to seed a fake with."""
+    meta: t.Dict[str, t.Any] = {"name": name, "labels": dict(labels or {}),
+                                "managedFields": [{"manager": manager, "operation": "Update", "fieldsV1": {}}]}
+    if namespace:
+        meta["namespace"] = namespace
+    obj: t.Dict[str, t.Any] = {"apiVersion": api_version, "kind": kind, "metadata": meta}
+    if spec is not None:
+        obj["spec"] = spec
+    obj.update(top)
+    return obj
+
+
+def selector_matches(selector: t.Optional[str], labels: t.Mapping[str, str]) -> bool:
+    """The API server's label selector grammar as the collection uses it: k=v, k (exists), k in (a,b)."""
+    for part in re.findall(r"[^,(]+(?:\([^)]*\))?", selector or ""):
+        part = part.strip()
+        if not part:
+            continue
+        if " in (" in part:
+            k, values = part.split(" in (", 1)
+            if labels.get(k.strip()) not in [v.strip() for v in values.rstrip(")").split(",")]:
+                return False
+        elif "=" in part:
             k, v = part.split("=", 1)
             if labels.get(k) != v:
                 return False

@@ -16,10 +16,10 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership imp
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_import, tenancy
 
 from .fake_kube import FakeClient
+from .fake_kube import foreign_object as hand_made
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 LAB_INVENTORY = os.path.join(ROOT, "playbooks", "inventory", "lab", "group_vars", "all", "tenants.yml")
-KV = "kueue.x-k8s.io/v1beta2"
 KINDS = ("Namespace", "RoleBinding") + kueue_import.IMPORTED_KUEUE_KINDS
 
 # An inventory in the canonical form of the import (lists by name, quantities as text, defaults left out), using
@@ -112,18 +112,6 @@ def test_kueue_defaults_on_the_live_queue_are_not_imported():
     assert cq["spec"]["queueingStrategy"] == "BestEffortFIFO"  # the fake defaults like Kueue's webhook
     vision = kueue_import.import_inventory(live_objects(client)).inventory["gpuaas_tenants"][1]
     assert "queueing_strategy" not in vision and "preemption" not in vision
-
-
-def hand_made(kind, name, namespace=None, spec=None, api_version=KV, labels=None, **top):
-    meta = {"name": name, "labels": dict(labels or {}),
-            "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update", "fieldsV1": {}}]}
-    if namespace:
-        meta["namespace"] = namespace
-    obj = {"apiVersion": api_version, "kind": kind, "metadata": meta}
-    if spec is not None:
-        obj["spec"] = spec
-    obj.update(top)
-    return obj
 
 
 def group(*flavors):

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -15,21 +16,15 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
 from ansible_collections.gpuaas.platform.plugins.modules.kueue_import import run_import
 
 from fake_kube import FakeKube
+from module_utils.fake_kube import foreign_object  # noqa: E402  (the shared fake, on sys.path through fake_kube)
 
 KV = "kueue.x-k8s.io/v1beta2"
 SERVED = [(KV, k) for k in ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")] + [
     ("rbac.authorization.k8s.io/v1", "RoleBinding")]
 
 
-def obj(kind, name, namespace=None, spec=None, labels=None, api_version=KV):
-    meta = {"name": name, "labels": dict(labels or {}),
-            "managedFields": [{"manager": "kubectl-create", "operation": "Update", "fieldsV1": {}}]}
-    if namespace:
-        meta["namespace"] = namespace
-    out = {"apiVersion": api_version, "kind": kind, "metadata": meta}
-    if spec is not None:
-        out["spec"] = spec
-    return out
+# objects a kubectl user made, to import
+obj = functools.partial(foreign_object, manager="kubectl-create")
 
 
 def cluster(selected=True):

@@ -120,14 +120,20 @@ def test_check_mode_writes_nothing():
     assert result["csv"]["phase"] is None
 
 
+def refused_before_any_write(kube, **options) -> GpuaasError:
+    """The error of a present() run with these options, asserting that it wrote nothing."""
+    with pytest.raises(GpuaasError) as err:
+        olm_runner.OlmOperator(module(**options), kube).present()
+    assert kube.writes == []
+    return err.value
+
+
 def test_create_refuses_a_second_operator_group_before_any_write():
     kube = FakeKube(SERVED)
     kube.add({"kind": "Namespace", "metadata": {"name": "nvidia-gpu-operator"}})
     kube.add({"kind": "OperatorGroup", "metadata": {"name": "someone-elses", "namespace": "nvidia-gpu-operator"}})
-    with pytest.raises(GpuaasError) as err:
-        olm_runner.OlmOperator(module(operator_group="create"), kube).present()
-    assert "someone-elses" in str(err.value) and "operator_group: auto or reuse" in str(err.value)
-    assert kube.writes == []
+    err = refused_before_any_write(kube, operator_group="create")
+    assert "someone-elses" in str(err) and "operator_group: auto or reuse" in str(err)
 
 
 def test_absent_removes_subscription_csv_and_own_operator_group_only():
@@ -207,31 +213,23 @@ def test_every_problem_is_reported_at_once_and_nothing_is_written():
     kube.add(dict(CONSOLE_OG, metadata={"name": "second", "namespace": NS}))
     kube.add({"kind": "Subscription", "metadata": {"name": "gpu-operator-certified-console", "namespace": NS},
               "spec": {"name": "gpu-operator-certified"}})
-    with pytest.raises(GpuaasError) as err:
-        olm_runner.OlmOperator(module(subscription_config={"nodeSelector": {}, "replicas": 2}), kube).present()
-    text = str(err.value)
-    assert len(err.value.problems) == 3, err.value.problems
+    err = refused_before_any_write(kube, subscription_config={"nodeSelector": {}, "replicas": 2})
+    text = str(err)
+    assert len(err.problems) == 3, err.problems
     assert "subscription_config.replicas" in text
     assert "2 OperatorGroups" in text and "second" in text
     assert "gpu-operator-certified-console" in text and "name: gpu-operator-certified-console" in text
-    assert kube.writes == []
 
 
 def test_an_unknown_operator_group_mode_is_refused():
     kube = FakeKube(SERVED)
-    with pytest.raises(GpuaasError) as err:
-        olm_runner.OlmOperator(module(operator_group="adopt"), kube).present()
-    assert "'adopt' is not one of auto, create, reuse, none" in str(err.value)
-    assert kube.writes == []
+    assert "'adopt' is not one of auto, create, reuse, none" in str(refused_before_any_write(kube, operator_group="adopt"))
 
 
 def test_reuse_without_an_operator_group_is_refused():
     kube = FakeKube(SERVED)
     console_namespace(kube)
-    with pytest.raises(GpuaasError) as err:
-        olm_runner.OlmOperator(module(operator_group="reuse"), kube).present()
-    assert "no OperatorGroup to reuse" in str(err.value)
-    assert kube.writes == []
+    assert "no OperatorGroup to reuse" in str(refused_before_any_write(kube, operator_group="reuse"))
 
 
 def test_labels_on_a_foreign_namespace_do_not_take_it_over():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 
 import pytest
 import yaml
@@ -15,6 +14,10 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare impor
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import InventoryError
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TenancyRunner
+
+# tests/unit/modules/fake_kube.py (on sys.path through conftest) puts the shared fake on sys.path
+import fake_kube  # noqa: F401  pylint: disable=unused-import
+from module_utils.fake_kube import selector_matches  # noqa: E402  (the one label-selector parser of the unit fakes)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 EXAMPLE = os.path.join(ROOT, "playbooks", "inventory", "lab", "group_vars", "all", "tenants.yml")
@@ -40,25 +43,6 @@ def deep_merge(into, other):
             into[key] = copy.deepcopy(value)
         elif isinstance(into[key], dict) and isinstance(value, dict):
             deep_merge(into[key], value)
-
-
-def selector_matches(selector, labels):
-    # the API server's label selector grammar as the modules use it: k=v, k (exists), k in (a,b)
-    for part in re.findall(r"[^,(]+(?:\([^)]*\))?", selector or ""):
-        part = part.strip()
-        if not part:
-            continue
-        if " in (" in part:
-            k, values = part.split(" in (", 1)
-            if labels.get(k.strip()) not in [v.strip() for v in values.rstrip(")").split(",")]:
-                return False
-        elif "=" in part:
-            k, v = part.split("=", 1)
-            if labels.get(k) != v:
-                return False
-        elif part not in labels:
-            return False
-    return True
 
 
 class FakeResource:
