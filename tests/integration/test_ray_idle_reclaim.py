@@ -370,9 +370,8 @@ def reclaim_account(lab, run_playbook):
         kubectl(lab, "delete", "namespace", RECLAIM_SA_NS, "--ignore-not-found", "--wait=false")
 
 
-def test_the_reclaim_account_runs_the_schedule_and_may_change_only_the_worker_replicas(scenario, lab, kube, run_playbook,
-                                                                                        reclaim_account):
-    # pylint: disable=redefined-outer-name
+def test_the_reclaim_account_runs_the_schedule_and_may_change_only_the_worker_replicas(
+        scenario, lab, kube, run_playbook, reclaim_account):  # pylint: disable=redefined-outer-name,unused-argument
     from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import ray_reclaim  # the built collection
 
     token = reclaim_account
