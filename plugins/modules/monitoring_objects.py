@@ -44,8 +44,8 @@ options:
   openshift_monitoring:
     description:
       - On OpenShift, create or merge the two ConfigMaps of OpenShift's cluster monitoring operator, neither of which
-        exists on a fresh cluster - C(openshift-monitoring/cluster-monitoring-config) gets C(enableUserWorkload: true)
-        (the user-workload stack evaluates the PrometheusRule), and
+        exists on a fresh cluster. C(openshift-monitoring/cluster-monitoring-config) gets C(enableUserWorkload) set to
+        true (the user-workload stack evaluates the PrometheusRule), and
         C(openshift-user-workload-monitoring/user-workload-monitoring-config) gets O(namespace) in
         C(namespacesWithoutLabelEnforcement) (otherwise every query of the rules is restricted to O(namespace) and the
         recording rules and alerts over the DCGM and Kueue series see nothing).
@@ -346,12 +346,16 @@ def skip_missing_namespaces(objects: t.List[t.Dict[str, t.Any]], client: t.Any
     return keep, skipped
 
 
-def read_monitoring_configs(client: t.Any) -> t.Tuple[t.Dict[t.Tuple[str, str], t.Optional[t.Dict[str, t.Any]]],
-                                                       t.List[str]]:
+# (namespace, name) -> the live ConfigMap or None; a merged partial ConfigMap with its live object
+LiveConfigMaps = t.Dict[t.Tuple[str, str], t.Optional[t.Dict[str, t.Any]]]
+PlannedConfigMap = t.Tuple[t.Dict[str, t.Any], t.Optional[t.Dict[str, t.Any]]]
+
+
+def read_monitoring_configs(client: t.Any) -> t.Tuple[LiveConfigMaps, t.List[str]]:
     """The live OpenShift monitoring ConfigMaps (None when missing) and the namespaces of them that do not exist."""
     configmaps = client.resource("v1", "ConfigMap")
     namespaces = client.resource("v1", "Namespace")
-    live: t.Dict[t.Tuple[str, str], t.Optional[t.Dict[str, t.Any]]] = {}
+    live: LiveConfigMaps = {}
     missing = []
     for namespace, name in OPENSHIFT_MONITORING_CONFIGS:
         try:
@@ -365,8 +369,7 @@ def read_monitoring_configs(client: t.Any) -> t.Tuple[t.Dict[t.Tuple[str, str], 
 
 
 def plan_monitoring_configs(client: t.Any, rules_namespace: str
-                            ) -> t.Tuple[t.List[t.Tuple[t.Dict[str, t.Any], t.Optional[t.Dict[str, t.Any]]]],
-                                         t.List[t.Dict[str, t.Any]]]:
+                            ) -> t.Tuple[t.List[PlannedConfigMap], t.List[t.Dict[str, t.Any]]]:
     """OpenShift's monitoring ConfigMaps with the collection's keys merged (manifests.monitoring
     openshift_monitoring_configmaps), each with its live object, read and checked before anything is written; and
     those whose namespace does not exist."""
@@ -383,9 +386,7 @@ def plan_monitoring_configs(client: t.Any, rules_namespace: str
     return planned, skipped
 
 
-def merge_monitoring_configs(engine: ApplyEngine, planned: t.Sequence[t.Tuple[t.Dict[str, t.Any],
-                                                                               t.Optional[t.Dict[str, t.Any]]]]
-                             ) -> t.List[ObjectResult]:
+def merge_monitoring_configs(engine: ApplyEngine, planned: t.Sequence[PlannedConfigMap]) -> t.List[ObjectResult]:
     """Server-side apply of data.config.yaml only, without the collection's labels (the ConfigMaps are never pruned);
     nothing when the live config.yaml already holds the keys."""
     results = []
@@ -418,7 +419,7 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     objects, skipped = desired_objects(module.params, served)
     objects, missing = skip_missing_namespaces(objects, client)
     skipped += missing
-    planned: t.List[t.Tuple[t.Dict[str, t.Any], t.Optional[t.Dict[str, t.Any]]]] = []
+    planned: t.List[PlannedConfigMap] = []
     if module.params["openshift_monitoring"]:  # read and checked before the first write
         planned, not_planned = plan_monitoring_configs(client, module.params["namespace"])
         skipped += not_planned

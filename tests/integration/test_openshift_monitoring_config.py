@@ -78,8 +78,8 @@ def monitoring_namespaces(variant_lab):
         kubectl(variant_lab, "delete", "namespace", namespace, "--ignore-not-found", "--wait=false")
 
 
-def test_a_fresh_cluster_gets_both_configmaps_then_nothing_changes(variant_lab, variant_run_playbook,
-                                                                    monitoring_namespaces):
+def test_a_fresh_cluster_gets_both_configmaps_then_nothing_changes(
+        variant_lab, variant_run_playbook, monitoring_namespaces):
     assert config(variant_lab, CMO) is None and config(variant_lab, UWM) is None
     run = variant_run_playbook(play())
     assert run.rc == 0, run.explain()
@@ -89,8 +89,8 @@ def test_a_fresh_cluster_gets_both_configmaps_then_nothing_changes(variant_lab, 
     assert again.rc == 0 and again.changed == 0, again.explain()
 
 
-def test_an_admins_settings_are_kept_and_only_the_two_keys_merged(variant_lab, variant_run_playbook,
-                                                                   monitoring_namespaces):
+def test_an_admins_settings_are_kept_and_only_the_two_keys_merged(
+        variant_lab, variant_run_playbook, monitoring_namespaces):
     put(variant_lab, CMO, "prometheusK8s:\n  retention: 15d\nenableUserWorkload: false\n")
     put(variant_lab, UWM, "prometheus:\n  retention: 24h\nnamespacesWithoutLabelEnforcement: [team-rules]\n")
     run = variant_run_playbook(play())
@@ -102,8 +102,8 @@ def test_an_admins_settings_are_kept_and_only_the_two_keys_merged(variant_lab, v
     assert again.rc == 0 and again.changed == 0, again.explain()
 
 
-def test_an_unreadable_config_stops_the_run_before_any_write(variant_lab, variant_run_playbook,
-                                                              monitoring_namespaces, variant_audit_writes):
+def test_an_unreadable_config_stops_the_run_before_any_write(
+        variant_lab, variant_run_playbook, monitoring_namespaces, variant_audit_writes):
     put(variant_lab, CMO, "enableUserWorkload: [true\n")
     kubectl(variant_lab, "delete", "configmap", "-n", UWM[0], UWM[1], "--ignore-not-found")
     with variant_audit_writes() as window:

@@ -240,8 +240,8 @@ def test_install_refuses_an_operand_the_red_hat_kueue_would_refuse_before_any_wr
     assert window.events == [], window.describe()  # not even the GPU Operator's namespace
 
 
-def test_install_refuses_operators_older_than_the_compatibility_table_before_any_write(variant_run_playbook,
-                                                                                      variant_audit_writes):
+def test_install_refuses_operators_older_than_the_compatibility_table_before_any_write(
+        variant_run_playbook, variant_audit_writes):
     """GPU Operator v23.9 (a versioned channel), NFD 4.16 (a starting CSV) and Custom Metrics Autoscaler 2.13 (a
     starting CSV; its channel stable names no version): every one below docs/compatibility.md's floors, all three
     reported in one message, nothing written. Versions written here from upstream's names, not from the code."""
