@@ -41,6 +41,18 @@ options:
     description: Create O(namespace) when it does not exist.
     type: bool
     default: true
+  openshift_monitoring:
+    description:
+      - On OpenShift, create or merge the two ConfigMaps of OpenShift's cluster monitoring operator, neither of which
+        exists on a fresh cluster. C(openshift-monitoring/cluster-monitoring-config) gets C(enableUserWorkload) set to
+        true (the user-workload stack evaluates the PrometheusRule), and
+        C(openshift-user-workload-monitoring/user-workload-monitoring-config) gets O(namespace) in
+        C(namespacesWithoutLabelEnforcement) (otherwise every query of the rules is restricted to O(namespace) and the
+        recording rules and alerts over the DCGM and Kueue series see nothing).
+      - Only those two keys are merged into the live C(config.yaml); every other setting is kept, and a C(config.yaml)
+        that already has them is not rewritten. The ConfigMaps are not the collection's - O(state=absent) leaves them.
+    type: bool
+    default: false
   labels:
     description: Extra labels for every object, for example the label your Prometheus selects rules and monitors by.
     type: dict
@@ -292,14 +304,20 @@ diff:
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, PruneScope
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, ObjectResult, PruneScope
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     ApiException,
     get_client,
     translate_api_exception,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.monitoring import KINDS, desired_objects, owner_labels
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.monitoring import (
+    KINDS,
+    OPENSHIFT_MONITORING_CONFIGS,
+    desired_objects,
+    openshift_monitoring_configmaps,
+    owner_labels,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
 
 
@@ -328,6 +346,58 @@ def skip_missing_namespaces(objects: t.List[t.Dict[str, t.Any]], client: t.Any
     return keep, skipped
 
 
+# (namespace, name) -> the live ConfigMap or None; a merged partial ConfigMap with its live object
+LiveConfigMaps = t.Dict[t.Tuple[str, str], t.Optional[t.Dict[str, t.Any]]]
+PlannedConfigMap = t.Tuple[t.Dict[str, t.Any], t.Optional[t.Dict[str, t.Any]]]
+
+
+def read_monitoring_configs(client: t.Any) -> t.Tuple[LiveConfigMaps, t.List[str]]:
+    """The live OpenShift monitoring ConfigMaps (None when missing) and the namespaces of them that do not exist."""
+    configmaps = client.resource("v1", "ConfigMap")
+    namespaces = client.resource("v1", "Namespace")
+    live: LiveConfigMaps = {}
+    missing = []
+    for namespace, name in OPENSHIFT_MONITORING_CONFIGS:
+        try:
+            if namespaces.get(namespace) is None:
+                missing.append(namespace)
+                continue
+            live[(namespace, name)] = configmaps.get(name, namespace=namespace)
+        except ApiException as exc:
+            raise translate_api_exception(exc, "read", "ConfigMap %s/%s" % (namespace, name))
+    return live, missing
+
+
+def plan_monitoring_configs(client: t.Any, rules_namespace: str
+                            ) -> t.Tuple[t.List[PlannedConfigMap], t.List[t.Dict[str, t.Any]]]:
+    """OpenShift's monitoring ConfigMaps with the collection's keys merged (manifests.monitoring
+    openshift_monitoring_configmaps), each with its live object, read and checked before anything is written; and
+    those whose namespace does not exist."""
+    live, missing = read_monitoring_configs(client)
+    texts = {key: ((obj or {}).get("data") or {}).get("config.yaml") for key, obj in live.items()}
+    planned, skipped = [], []
+    for partial in openshift_monitoring_configmaps(texts, rules_namespace):
+        meta = partial["metadata"]
+        if meta["namespace"] in missing:
+            skipped.append({"apiVersion": "v1", "kind": "ConfigMap", "name": meta["name"], "namespace": meta["namespace"],
+                            "reason": "namespace %s does not exist: is this OpenShift?" % meta["namespace"]})
+            continue
+        planned.append((partial, live.get((meta["namespace"], meta["name"]))))
+    return planned, skipped
+
+
+def merge_monitoring_configs(engine: ApplyEngine, planned: t.Sequence[PlannedConfigMap]) -> t.List[ObjectResult]:
+    """Server-side apply of data.config.yaml only, without the collection's labels (the ConfigMaps are never pruned);
+    nothing when the live config.yaml already holds the keys."""
+    results = []
+    for partial, current in planned:
+        outcome = engine.apply_fields(partial, current or {})
+        if current is None and outcome.action == "updated":
+            outcome = ObjectResult(outcome.ref, "created", None, outcome.after, obj=outcome.object)
+        results.append(outcome)
+    return results
+
+
 def run(module: t.Any) -> t.Dict[str, t.Any]:
     client = get_client(module)
 
@@ -349,7 +419,13 @@ def run(module: t.Any) -> t.Dict[str, t.Any]:
     objects, skipped = desired_objects(module.params, served)
     objects, missing = skip_missing_namespaces(objects, client)
     skipped += missing
+    planned: t.List[PlannedConfigMap] = []
+    if module.params["openshift_monitoring"]:  # read and checked before the first write
+        planned, not_planned = plan_monitoring_configs(client, module.params["namespace"])
+        skipped += not_planned
     result = engine.reconcile(objects, prune=prune)
+    for outcome in merge_monitoring_configs(engine, planned):
+        result.add(outcome)
     out = result.to_module_result(diff=module._diff)
     out["objects"] = [ObjectRef.from_object(o).to_dict() for o in objects]
     out["not_applied"] = skipped
@@ -374,6 +450,7 @@ def main() -> None:
         state={"type": "str", "choices": ["present", "absent"], "default": "present"},
         namespace={"type": "str", "default": "gpuaas-monitoring"},
         create_namespace={"type": "bool", "default": True},
+        openshift_monitoring={"type": "bool", "default": False},
         labels={"type": "dict", "default": {}},
         kueue_monitor={"type": "dict", "default": {}, "options": {
             "enabled": {"type": "bool", "default": True},

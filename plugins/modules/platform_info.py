@@ -15,6 +15,10 @@ description:
     version from the C(version) ClusterVersion; otherwise the platform is Kubernetes.
   - Reports the Kubernetes version and whether OLM, the Prometheus Operator, cert-manager, OpenShift AI
     (C(DataScienceCluster)), Kueue, KEDA and the NVIDIA GPU Operator APIs are served.
+  - Reports in RV(unsupported) a cluster older than the supported Kubernetes or OpenShift version, and OLM
+    operators (O(operators)) whose channel or starting CSV installs a version older than the supported one - the
+    versions of the collection's compatibility table (C(docs/compatibility.md)). The roles stop on these before their
+    first write.
 author:
   - gpuaas.platform contributors (@gpuaas)
 options:
@@ -25,6 +29,25 @@ options:
     type: str
     choices: [auto, openshift, kubernetes]
     default: auto
+  operators:
+    description:
+      - OLM operators to check against the supported versions, with the channel and starting CSV the inventory sets.
+        A channel without a version (C(stable)) cannot be checked; a starting CSV wins over the channel.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: Which operator.
+        type: str
+        required: true
+        choices: [custom_metrics_autoscaler, gpu_operator, nfd]
+      channel:
+        description: The Subscription channel (C(v24.9), C(stable)).
+        type: str
+      starting_csv:
+        description: The Subscription starting CSV (C(gpu-operator-certified.v24.9.2)).
+        type: str
 seealso:
   - module: gpuaas.platform.olm_operator
     description: Installs operators through OLM, the path for RV(platform=openshift).
@@ -42,6 +65,14 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     msg: "OpenShift {{ info.openshift_version }} with OLM"
   when: info.platform == 'openshift' and info.olm
+
+- name: Refuse an unsupported cluster or GPU Operator channel before writing anything
+  gpuaas.platform.platform_info:
+    operators:
+      - name: gpu_operator
+        channel: v24.9
+  register: checked
+  failed_when: checked.unsupported | length > 0
 """
 
 RETURN = r"""
@@ -94,6 +125,14 @@ gpu_operator:
   description: Whether C(nvidia.com/v1) ClusterPolicy is served.
   returned: always
   type: bool
+unsupported:
+  description:
+    - Why the cluster or an operator of O(operators) is not supported, one message each (the version found, the
+      supported ones, C(docs/compatibility.md) and the fix); empty when everything is supported.
+  returned: always
+  type: list
+  elements: str
+  sample: ["OpenShift 4.16.9 is not supported: supported OpenShift 4.17 and later (docs/compatibility.md); ..."]
 """
 
 import typing as t
@@ -102,6 +141,11 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import
     ApiException,
     get_client,
     translate_api_exception,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.compatibility import (
+    OLM_OPERATORS,
+    unsupported_cluster,
+    unsupported_olm_operator,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.module_base import GpuaasModule
@@ -172,11 +216,34 @@ def detect(client: t.Any, forced: str = "auto") -> t.Dict[str, t.Any]:
     return info
 
 
+def unsupported(info: t.Mapping[str, t.Any], operators: t.Sequence[t.Mapping[str, t.Any]] = ()) -> t.List[str]:
+    """Messages for what ``info`` (detect's result) and ``operators`` hold outside the supported versions."""
+    problems = unsupported_cluster(info.get("kubernetes_version"), info.get("openshift_version"))
+    for operator in operators:
+        message = unsupported_olm_operator(operator["name"], operator.get("channel"), operator.get("starting_csv"))
+        if message:
+            problems.append(message)
+    return problems
+
+
+def run(module: t.Any) -> t.Dict[str, t.Any]:
+    info = detect(get_client(module), module.params["platform"])
+    info["unsupported"] = unsupported(info, module.params["operators"])
+    return dict(info, changed=False)
+
+
 def main() -> None:
     module = GpuaasModule(
-        argument_spec={"platform": {"type": "str", "choices": ["auto", "openshift", "kubernetes"], "default": "auto"}},
+        argument_spec={
+            "platform": {"type": "str", "choices": ["auto", "openshift", "kubernetes"], "default": "auto"},
+            "operators": {"type": "list", "elements": "dict", "default": [], "options": {
+                "name": {"type": "str", "required": True, "choices": sorted(OLM_OPERATORS)},
+                "channel": {"type": "str"},
+                "starting_csv": {"type": "str"},
+            }},
+        },
         supports_check_mode=True)
-    module.run(lambda m: dict(detect(get_client(m), m.params["platform"]), changed=False))
+    module.run(run)
 
 
 if __name__ == "__main__":

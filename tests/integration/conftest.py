@@ -366,6 +366,8 @@ def _playbook_runner(lab: Lab):
                 "ANSIBLE_PYTHON_INTERPRETER": str(VENV_BIN / "python"),
                 "KUBECONFIG": lab.kubeconfig,
                 "K8S_AUTH_KUBECONFIG": lab.kubeconfig,
+                # what sourcing this lab's env file sets: the lab inventory's lab-only names follow its flavour
+                "LAB_FLAVOR": lab.flavor,
                 "GPUAAS_PROMETHEUS_URL": lab.prometheus_url,
                 "PATH": "%s:%s:%s" % (lab.dir / "bin", VENV_BIN, os.environ.get("PATH", "")),
             })

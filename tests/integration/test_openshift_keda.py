@@ -86,9 +86,6 @@ def tenancy(lab, signal: Signal) -> dict:
     """One tenant of 2 H100 GPUs whose Deployment serve scales 0..1 on the request signal (autoscaling entry)."""
     return {
         "gpuaas_prometheus": {"url": lab.prometheus_url, "token": TOKEN},
-        # the roles' OpenShift default; the lab inventory's own value follows gpuaas_is_openshift, which only the
-        # platform role sets (tenants.yml does not run it), so without this it names the Kubernetes lab's gpuaas-keda
-        "gpuaas_keda_namespace": KEDA_NS,
         "gpuaas_flavors": [{"name": FLAVOR, "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
                             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}],
         "gpuaas_cohorts": [],

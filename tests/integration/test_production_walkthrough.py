@@ -51,7 +51,7 @@ VENV_BIN = REPO / ".venv" / "bin"
 BUILT_COLLECTION = REPO / ".build" / "ansible_collections" / "gpuaas" / "platform"
 
 # step id -> flavour of every block the page marks not-run-in-lab, and only those (issue 24: no silent skips)
-NOT_RUN_IN_LAB = {("1-install", "both"), ("4-user-workload-monitoring", "openshift"), ("5-install", "both")}
+NOT_RUN_IN_LAB = {("1-install", "both"), ("5-install", "both")}
 # the blocks that run, in page order, per lab flavour
 RUN_ORDER = {
     "kubernetes": ["2-connect", "3-inventory", "4-accounts", "5-tenants", "5-observability-validate", "5-node-pools"],

@@ -91,6 +91,16 @@ def test_observability_role_covers_every_kind_the_monitoring_module_manages():
         assert APPLY_VERBS <= granted, "%s: missing %s" % (kind, sorted(APPLY_VERBS - granted))
 
 
+def test_observability_role_may_merge_only_openshifts_two_monitoring_configmaps():
+    from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.monitoring import (
+        OPENSHIFT_MONITORING_CONFIGS)
+    role = cluster_roles()["gpuaas-automation-observability"]
+    for _namespace, name in OPENSHIFT_MONITORING_CONFIGS:
+        granted = verbs_for(role, "", "configmaps", name)
+        assert {"get", "patch"} <= granted and "delete" not in granted, (name, granted)  # merged, never deleted
+    assert "patch" not in verbs_for(role, "", "configmaps", "some-other-configmap")
+
+
 @pytest.mark.parametrize("name", DAY2)
 def test_day2_roles_hold_nothing_dangerous(name):
     role = cluster_roles()[name]

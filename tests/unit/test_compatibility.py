@@ -10,6 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.gpuaas.platform.plugins.module_utils.compatibility import (
+    KUBERNETES_MINIMUM,
+    OLM_OPERATORS,
+    OPENSHIFT_MINIMUM,
+    unsupported_cluster,
+    unsupported_olm_operator,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kueue_versions import KUEUE_VERSIONS
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.admission import VAP_V
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.kueue_integrations import (
@@ -84,6 +91,150 @@ def test_kubernetes_and_openshift_floors_follow_the_admission_api():
     assert row["Kubernetes"]["supported"] == ">= %d.%d" % k8s
     assert row["OpenShift"]["supported"] == ">= 4.%d" % (k8s[1] - OPENSHIFT_KUBERNETES_OFFSET)
     assert row["Kubernetes"]["tested"].startswith(versions_env("KUBERNETES_VERSION").lstrip("v") + " ")
+
+
+def test_the_refused_cluster_floors_are_the_tables():
+    row = table()
+    assert row["Kubernetes"]["supported"] == ">= %d.%d" % KUBERNETES_MINIMUM
+    assert row["OpenShift"]["supported"] == ">= %d.%d" % OPENSHIFT_MINIMUM
+    assert "KUBERNETES_MINIMUM" in row["Kubernetes"]["from"] and "OPENSHIFT_MINIMUM" in row["OpenShift"]["from"]
+
+
+@pytest.mark.parametrize("kubernetes,openshift,refused", [
+    ("v1.29.10+0e1f3a4", "4.16.9", "OpenShift 4.16.9"),
+    ("v1.30.4", "4.16.0-rc.2", "OpenShift 4.16.0-rc.2"),
+    ("v1.29.3", None, "Kubernetes v1.29.3"),
+    ("v1.28.15+k3s1", None, "Kubernetes v1.28.15+k3s1"),
+])
+def test_the_platform_role_refuses_a_cluster_older_than_the_table(kubernetes, openshift, refused):
+    row = table()
+    product = refused.split()[0]
+    floor = row[product]["supported"].replace(">= ", "")
+    problems = unsupported_cluster(kubernetes, openshift)
+    assert len(problems) == 1, problems  # one message per cluster, the platform it is
+    assert problems[0].startswith("%s is not supported: supported %s %s and later (docs/compatibility.md)"
+                                  % (refused, product, floor)), problems
+
+
+@pytest.mark.parametrize("kubernetes,openshift", [
+    ("v1.30.0", None), ("v1.35.4", None), ("v1.30.4+a1b2c3d", "4.17.0"), ("v1.33.5", "4.20.3"), (None, None),
+])
+def test_the_platform_role_accepts_the_supported_clusters(kubernetes, openshift):
+    assert unsupported_cluster(kubernetes, openshift) == []
+
+
+def test_the_platform_role_stops_on_platform_infos_unsupported():
+    tasks = yaml.safe_load((ROOT / "roles" / "platform" / "tasks" / "main.yml").read_text())
+    stop = next(t for t in tasks if "unsupported" in str(t.get("ansible.builtin.assert", "")))
+    detect = next(i for i, t in enumerate(tasks) if "gpuaas.platform.platform_info" in t)
+    assert tasks.index(stop) == detect + 1 or tasks.index(stop) == detect + 2  # right after detection, before all else
+    assert "when" not in stop
+
+
+# The docs/compatibility.md rows of the OLM operators the roles refuse below a floor, and the upstream shapes of
+# their starting CSV names and versioned channels (Custom Metrics Autoscaler: stable only).
+OPERATOR_ROWS = {"custom_metrics_autoscaler": ("KEDA / Custom Metrics Autoscaler", "keda"),
+                 "gpu_operator": ("NVIDIA GPU Operator", "gpu_operator"),
+                 "nfd": ("Node Feature Discovery (OpenShift)", "gpu_operator")}
+CSV = {"custom_metrics_autoscaler": "custom-metrics-autoscaler.v%d.%d.1-467",
+       "gpu_operator": "gpu-operator-certified.v%d.%d.2", "nfd": "nfd.%d.%d.0-202410251436"}
+CHANNEL = {"gpu_operator": "v%d.%d", "nfd": "%d.%d"}
+
+
+def stated_floor(name: str) -> tuple[int, int]:
+    match = re.search(r"(\d+)\.(\d+) and later", table()[OPERATOR_ROWS[name][0]]["supported"])
+    assert match, table()[OPERATOR_ROWS[name][0]]
+    return int(match.group(1)), int(match.group(2))
+
+
+@pytest.mark.parametrize("name", sorted(OPERATOR_ROWS))
+def test_the_operator_floors_are_the_tables(name):
+    assert OLM_OPERATORS[name].minimum == stated_floor(name)
+    assert "OLM_OPERATORS" in table()[OPERATOR_ROWS[name][0]]["from"]
+    role = OPERATOR_ROWS[name][1]
+    for variable in (OLM_OPERATORS[name].channel_variable, OLM_OPERATORS[name].starting_csv_variable):
+        role_default(role, variable)  # the message names variables the role has
+    assert role_default(role, OLM_OPERATORS[name].channel_variable) == OLM_OPERATORS[name].default_channel
+
+
+def test_red_hats_nfd_follows_the_openshift_floor():
+    assert ">= %d.%d" % stated_floor("nfd") == table()["OpenShift"]["supported"]
+
+
+def _below(floor: tuple[int, int]) -> tuple[int, int]:
+    return (floor[0], floor[1] - 1) if floor[1] else (floor[0] - 1, 9)
+
+
+def refusal_cases():
+    for name in sorted(OPERATOR_ROWS):
+        below = _below(stated_floor(name))
+        yield name, "stable", CSV[name] % below, below
+        if name in CHANNEL:
+            yield name, CHANNEL[name] % below, None, below
+
+
+@pytest.mark.parametrize("name,channel,starting_csv,found", list(refusal_cases()))
+def test_the_roles_refuse_an_operator_older_than_the_table(name, channel, starting_csv, found):
+    operator = OLM_OPERATORS[name]
+    variable, value = ((operator.starting_csv_variable, starting_csv) if starting_csv
+                       else (operator.channel_variable, channel))
+    message = unsupported_olm_operator(name, channel, starting_csv)
+    assert message is not None
+    assert message.startswith("%s %s installs the " % (variable, value)), message
+    assert " %d.%d, which this collection does not support: supported " % found in message, message
+    assert "%d.%d and later (docs/compatibility.md)" % stated_floor(name) in message, message
+    assert "set %s to stable" % operator.channel_variable in message, message
+
+
+@pytest.mark.parametrize("name,channel,starting_csv", [
+    ("gpu_operator", "v23.9", None),
+    ("gpu_operator", "stable", "gpu-operator-certified.v23.6.2"),
+    ("gpu_operator", "v25.3", "gpu-operator-certified.v23.9.2"),  # the CSV is what installs
+    ("nfd", "4.16", None),
+    ("nfd", "stable", "nfd.4.16.0-202409181642"),
+    ("custom_metrics_autoscaler", "stable", "custom-metrics-autoscaler.v2.13.1-427"),
+])
+def test_the_roles_refuse_known_old_releases(name, channel, starting_csv):
+    assert unsupported_olm_operator(name, channel, starting_csv) is not None
+
+
+def accepted_cases():
+    for name in sorted(OPERATOR_ROWS):
+        floor = stated_floor(name)
+        yield name, "stable", None  # a channel without a version is not checked
+        yield name, None, CSV[name] % floor
+        yield name, None, CSV[name] % (floor[0] + 1, 0)
+        if name in CHANNEL:
+            yield name, CHANNEL[name] % floor, None
+            yield name, CHANNEL[name] % _below(floor), CSV[name] % floor  # the pinned CSV is a supported one
+
+
+@pytest.mark.parametrize("name,channel,starting_csv", list(accepted_cases()) + [
+    ("gpu_operator", "v24.9", None), ("gpu_operator", "v25.3", "gpu-operator-certified.v25.3.4"),
+    ("nfd", "stable", "nfd.4.20.0-202511041933"), ("custom_metrics_autoscaler", "stable", None),
+])
+def test_the_roles_accept_the_supported_operators(name, channel, starting_csv):
+    assert unsupported_olm_operator(name, channel, starting_csv) is None
+
+
+@pytest.mark.parametrize("role,operators", [("keda", ["custom_metrics_autoscaler"]), ("gpu_operator", ["gpu_operator", "nfd"])])
+def test_the_operator_preflights_check_the_roles_variables_before_any_write(role, operators):
+    tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / "preflight.yml").read_text())
+    check = str(next(t for t in tasks if "gpuaas.platform.platform_info" in t))
+    for name in operators:
+        assert name in check
+        assert OLM_OPERATORS[name].channel_variable in check and OLM_OPERATORS[name].starting_csv_variable in check
+    block = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())[0]["block"]
+    assert block[0]["ansible.builtin.include_tasks"] == "preflight.yml"  # the role's first task
+    assert "gpuaas_is_openshift" in block[0]["when"]
+    # playbooks/install.yml: every preflight before the first role that writes, then one refusal with all messages
+    install = yaml.safe_load((ROOT / "playbooks" / "install.yml").read_text())[0]["tasks"]
+    steps = next(t for t in install if t.get("name") == "Install in dependency order")["block"]
+    names = [str(s.get("ansible.builtin.include_role", {})) + str(s.get("ansible.builtin.assert", "")) for s in steps]
+    preflight = next(i for i, s in enumerate(names) if "gpuaas.platform.%s'" % role in s and "preflight" in s)
+    refuse = next(i for i, s in enumerate(names) if "gpuaas_unsupported" in s)
+    first_write = next(i for i, s in enumerate(names) if "preflight" not in s and "gpuaas.platform." in s)
+    assert preflight < refuse < first_write
 
 
 def test_kueue_rows_are_the_served_apis_and_the_operand_limits():

@@ -192,3 +192,71 @@ def desired_objects(params: t.Mapping[str, t.Any], served: t.Callable[[str, str]
                      "spec": {"json": text, "folder": dash.get("folder", "GPUaaS"), "resyncPeriod": "10m",
                               "instanceSelector": {"matchLabels": dict(dash.get("instance_selector") or {})}}})
     return objects, skipped
+
+
+# OpenShift's monitoring stack is configured by two ConfigMaps its cluster monitoring operator reads, neither of which
+# exists on a fresh cluster (so they are created, never only patched): openshift-monitoring/cluster-monitoring-config
+# (enableUserWorkload: true starts the user-workload stack that evaluates the collection's PrometheusRule) and
+# openshift-user-workload-monitoring/user-workload-monitoring-config, whose namespacesWithoutLabelEnforcement lists
+# the rules namespace: user-defined rules otherwise have namespace="<their namespace>" enforced on every query, and
+# the collection's recording rules and alerts over DCGM (nvidia-gpu-operator) and Kueue series would see nothing.
+# The admin's own settings in both are kept: only those two keys are merged into the live config.yaml.
+OPENSHIFT_MONITORING_CONFIGS = (
+    ("openshift-monitoring", "cluster-monitoring-config"),
+    ("openshift-user-workload-monitoring", "user-workload-monitoring-config"),
+)
+
+
+def _parse_monitoring_config(text: t.Optional[str], namespace: str, name: str) -> t.Dict[str, t.Any]:
+    import yaml  # PyYAML ships with ansible-core; imported here so the rest of this module needs none
+
+    try:
+        config = yaml.safe_load(text) if text else {}
+    except yaml.YAMLError as exc:
+        raise GpuaasError("ConfigMap %s/%s: data.config.yaml is not YAML (%s)" % (namespace, name, exc),
+                          hint="fix the ConfigMap by hand (oc -n %s edit configmap %s); the collection merges its "
+                               "keys into it and never replaces what it cannot read" % (namespace, name))
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise GpuaasError("ConfigMap %s/%s: data.config.yaml is not a mapping" % (namespace, name),
+                          hint="fix the ConfigMap by hand (oc -n %s edit configmap %s)" % (namespace, name))
+    return config
+
+
+def openshift_monitoring_configmaps(live: t.Mapping[t.Tuple[str, str], t.Optional[str]],
+                                    rules_namespace: str) -> t.List[t.Dict[str, t.Any]]:
+    """The two OpenShift monitoring ConfigMaps (OPENSHIFT_MONITORING_CONFIGS) with the collection's keys merged into
+    ``live`` ((namespace, name) -> the live data.config.yaml, None when the ConfigMap or key is missing): partial
+    objects for server-side apply of data.config.yaml only. A config.yaml that already holds the keys is returned
+    as it is (byte for byte), so a second run changes nothing."""
+    import yaml
+
+    def enable_user_workload(config: t.Dict[str, t.Any]) -> bool:
+        if config.get("enableUserWorkload") is True:
+            return False
+        config["enableUserWorkload"] = True
+        return True
+
+    def without_label_enforcement(config: t.Dict[str, t.Any]) -> bool:
+        listed = config.get("namespacesWithoutLabelEnforcement") or []
+        if not isinstance(listed, list):
+            raise GpuaasError("ConfigMap openshift-user-workload-monitoring/user-workload-monitoring-config: "
+                              "namespacesWithoutLabelEnforcement is not a list",
+                              hint="make it a list of namespace names")
+        if rules_namespace in listed:
+            return False
+        config["namespacesWithoutLabelEnforcement"] = list(listed) + [rules_namespace]
+        return True
+
+    merge = {"cluster-monitoring-config": enable_user_workload,
+             "user-workload-monitoring-config": without_label_enforcement}
+    objects = []
+    for namespace, name in OPENSHIFT_MONITORING_CONFIGS:
+        text = live.get((namespace, name))
+        config = _parse_monitoring_config(text, namespace, name)
+        if merge[name](config):
+            text = yaml.safe_dump(config, default_flow_style=False, sort_keys=False)
+        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                        "data": {"config.yaml": text}})
+    return objects

@@ -168,3 +168,48 @@ def test_kueue_monitor_tls_ca_from_configmap_or_explicitly_insecure():
     insecure = by_kind(mo.desired_objects(params(kueue_monitor={"insecure_skip_verify": True}), served_all)[0])[
         ("ServiceMonitor", "gpuaas-kueue")]["spec"]["endpoints"][0]["tlsConfig"]
     assert insecure == {"insecureSkipVerify": True}
+
+
+# ---- OpenShift's monitoring ConfigMaps: created on a fresh cluster, merged into an admin's (issue 23) ---------------
+CMO = ("openshift-monitoring", "cluster-monitoring-config")
+UWM = ("openshift-user-workload-monitoring", "user-workload-monitoring-config")
+
+
+def merged(live):
+    from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.monitoring import (
+        openshift_monitoring_configmaps)
+    objects = openshift_monitoring_configmaps(live, "gpuaas-monitoring")
+    return {(o["metadata"]["namespace"], o["metadata"]["name"]): o["data"]["config.yaml"] for o in objects}
+
+
+def test_a_fresh_openshift_gets_both_monitoring_configmaps():
+    out = merged({})
+    assert set(out) == {CMO, UWM}
+    assert yaml.safe_load(out[CMO]) == {"enableUserWorkload": True}
+    assert yaml.safe_load(out[UWM]) == {"namespacesWithoutLabelEnforcement": ["gpuaas-monitoring"]}
+
+
+def test_an_admins_monitoring_settings_are_kept():
+    cmo = "prometheusK8s:\n  retention: 15d\nenableUserWorkload: false\n"
+    uwm = "prometheus:\n  retention: 24h\nnamespacesWithoutLabelEnforcement: [team-rules]\n"
+    out = merged({CMO: cmo, UWM: uwm})
+    assert yaml.safe_load(out[CMO]) == {"prometheusK8s": {"retention": "15d"}, "enableUserWorkload": True}
+    assert yaml.safe_load(out[UWM]) == {"prometheus": {"retention": "24h"},
+                                        "namespacesWithoutLabelEnforcement": ["team-rules", "gpuaas-monitoring"]}
+
+
+def test_a_config_that_already_has_the_keys_is_not_rewritten():
+    cmo = "# the admin's comment\nenableUserWorkload: true\n"
+    uwm = "namespacesWithoutLabelEnforcement:\n- gpuaas-monitoring   # ours\n"
+    assert merged({CMO: cmo, UWM: uwm}) == {CMO: cmo, UWM: uwm}  # byte for byte: comments and layout stay
+
+
+@pytest.mark.parametrize("live,what", [
+    ({CMO: "enableUserWorkload: [true"}, "not YAML"),
+    ({CMO: "- a list\n"}, "not a mapping"),
+    ({UWM: "namespacesWithoutLabelEnforcement: gpuaas-monitoring\n"}, "is not a list"),
+])
+def test_an_unreadable_monitoring_config_is_refused_not_replaced(live, what):
+    with pytest.raises(GpuaasError) as err:
+        merged(live)
+    assert what in str(err.value)

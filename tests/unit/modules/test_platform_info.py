@@ -50,3 +50,20 @@ def test_openshift_version_prefers_desired():
     assert platform_info.openshift_version({"status": {"history": [{"state": "Partial", "version": "4.21.0"},
                                                                    {"state": "Completed", "version": "4.20.3"}]}}) == "4.20.3"
     assert platform_info.openshift_version(None) is None
+
+
+def test_an_openshift_older_than_the_supported_one_is_reported():
+    kube = FakeKube([("config.openshift.io/v1", "ClusterVersion"), ("operators.coreos.com/v1alpha1", "Subscription")])
+    kube.add({"kind": "ClusterVersion", "metadata": {"name": "version"},
+              "status": {"history": [{"state": "Completed", "version": "4.16.9"}]}})
+    problems = platform_info.unsupported(platform_info.detect(kube))
+    assert len(problems) == 1 and problems[0].startswith("OpenShift 4.16.9 is not supported"), problems
+
+
+def test_operators_outside_the_supported_versions_are_reported_together():
+    info = {"kubernetes_version": "v1.33.5", "openshift_version": "4.20.3"}
+    problems = platform_info.unsupported(info, [
+        {"name": "gpu_operator", "channel": "v23.9", "starting_csv": None},
+        {"name": "nfd", "channel": "stable", "starting_csv": None},
+        {"name": "custom_metrics_autoscaler", "channel": "stable", "starting_csv": "custom-metrics-autoscaler.v2.13.1-427"}])
+    assert [p.split()[0] for p in problems] == ["gpuaas_gpu_operator_olm_channel", "gpuaas_keda_olm_starting_csv"], problems
