@@ -121,11 +121,12 @@ def fleet2(lab, worker_lab, worker2_lab, kube, worker_kube, worker2_kube, run_pl
     yield
     # Leave the three labs as found (jobs first: their workloads hold the queues), whatever a test left behind.
     for client in (kube, worker_kube, worker2_kube):
-        try:
-            client.resources.get(api_version="batch/v1", kind="Job").delete(
-                namespace=TENANT, body={"propagationPolicy": "Background"})
-        except NotFoundError:
-            pass
+        jobs = client.resources.get(api_version="batch/v1", kind="Job")
+        for job in jobs.get(namespace=TENANT).items:
+            try:
+                jobs.delete(name=job.metadata.name, namespace=TENANT, body={"propagationPolicy": "Background"})
+            except NotFoundError:
+                pass
     model = TenantModel.from_inventory(fleet_vars(lab, worker_lab, worker2_lab))
     manager_objs = multikueue.manager_objects(model)
     manager_objs += [{"apiVersion": "v1", "kind": "Secret", "metadata": {
@@ -300,16 +301,25 @@ def test_a_worker_stopped_mid_run_its_workloads_go_to_the_other_as_kueue_guarant
     # Kueue's guarantee: no second admission before workerLostTimeout has passed since the loss (A may still run it)
     assert timeline["A's Workload released"] >= lost_timeout, timeline
 
-    # A back: its Kueue is healthy, the MultiKueueCluster Active again, and the stale copy of the moved Job is removed
-    # there — it runs on B only
+    # A back. Measured on Kueue v0.19.2 (docs/multicluster.md "Failure modes"): MultiKueue keeps the copy admitted
+    # FIRST (workload.go bestMatchByCondition: earliest Admitted) — A's, which kept running on A through the outage —
+    # and deletes the newer copy on B; one copy of the Job is left, but the work done on B is lost.
     status = lab_component(worker_lab, "kueue", "status")
     if status.returncode != 0:  # Kueue exits when its API server stays away too long: the lab restarts it
         assert lab_component(worker_lab, "kueue", "up").returncode == 0, status.stdout + status.stderr
     wait_until(lambda: _active(kube, WORKER_A), 180, "MultiKueueCluster %s Active again" % WORKER_A)
-    wait_until(lambda: not _job_exists(worker_kube, on_a) and not _remote_workloads(worker_kube, on_a), 180,
-               "the stale copy of %s on A removed" % on_a)
-    print("A restarted: stale copy removed %.1f s after its API server was back" % (time.monotonic() - restarted))
-    assert _admitted_on(kube, on_a) == WORKER_B
+
+    def one_copy_left():
+        holders = [name for name, client in ((WORKER_A, worker_kube), (WORKER_B, worker2_kube))
+                   if _job_exists(client, on_a) or _remote_workloads(client, on_a)]
+        return holders if len(holders) == 1 else None
+    kept = wait_until(one_copy_left, 180, "one copy of %s left on the workers" % on_a)
+    settled = time.monotonic() - restarted
+    time.sleep(5)
+    assert one_copy_left() == kept, "a second copy of %s came back" % on_a
+    print("A restarted: one copy left (on %s) %.1f s after its API server was back; the manager's Workload says %s"
+          % (kept[0], settled, _status(_manager_workload(kube, on_a)).get("clusterName")))
+    assert kept == [WORKER_A], kept
 
 
 def test_a_second_run_changes_nothing_on_the_manager_or_either_worker(
