@@ -13,16 +13,22 @@ model). Every Job asks for 2 GPUs: one Job fills a worker's share, the manager's
    by B as soon as B has room — it does not wait for A; the Workload admitted on A keeps its admission for Kueue's
    ``workerLostTimeout`` (the manager lab runs 30 s: playbooks/inventory/lab), then is evicted on the manager and
    dispatched to B; A is restarted and its stale copies are removed (the Job never runs twice once A is back);
-3. a second run of the playbook changes nothing on the manager or either worker (audit logs).
+3. playbooks/rotate_fleet_credentials.yml rotates worker B's token: the old one is refused, B stays connected;
+4. a second run of the playbook changes nothing on the manager or either worker (audit logs).
 
 The measured times are printed (``-s``) and recorded in docs/multicluster.md "Failure modes".
 """
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import signal
+import ssl
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 import pytest
@@ -320,6 +326,53 @@ def test_a_worker_stopped_mid_run_its_workloads_go_to_the_other_as_kueue_guarant
     print("A restarted: one copy left (on %s) %.1f s after its API server was back; the manager's Workload says %s"
           % (kept[0], settled, _status(_manager_workload(kube, on_a)).get("clusterName")))
     assert kept == [WORKER_A], kept
+
+
+ROTATE = REPO / "playbooks" / "rotate_fleet_credentials.yml"
+
+
+def _manager_token(kube, worker):
+    """The token in the manager's kubeconfig Secret of ``worker`` (what MultiKueue uses)."""
+    secret = kube.resources.get(api_version="v1", kind="Secret").get(
+        name="gpuaas-multikueue-%s" % worker, namespace="kueue-system").to_dict()
+    kubeconfig = json.loads(base64.b64decode(secret["data"]["kubeconfig"]))
+    return kubeconfig["users"][0]["user"]["token"]
+
+
+def _status_with_token(worker_lab, token):
+    """HTTP status of a read MultiKueue makes (list Workloads) on the worker's API server, as ``token``."""
+    request = urllib.request.Request(worker_lab.apiserver + "/apis/%s/workloads?limit=1" % multikueue.KUEUE_V,
+                                     headers={"Authorization": "Bearer %s" % token})
+    try:
+        with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=worker_lab.ca),
+                                    timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_rotating_a_workers_credential_refuses_the_old_token_and_keeps_the_fleet_connected(
+        fleet2, lab, worker_lab, worker2_lab, kube, run_playbook):
+    """playbooks/rotate_fleet_credentials.yml for worker B only: afterwards B refuses the token the manager held (as
+    an attacker who copied the old kubeconfig would use it), the manager's Secret carries a new one that B accepts,
+    B's MultiKueueCluster is Active again, and worker A's credential is untouched."""
+    old_b, old_a = _manager_token(kube, WORKER_B), _manager_token(kube, WORKER_A)
+    assert _status_with_token(worker2_lab, old_b) == 200  # the control: the old token works before the rotation
+    run = run_playbook(ROTATE, extra_vars=fleet_vars(lab, worker_lab, worker2_lab, rotate_workers=[WORKER_B]))
+    assert run.rc == 0, run.explain()
+    assert old_b not in run.stdout + run.stderr
+    new_b = _manager_token(kube, WORKER_B)
+    assert new_b != old_b
+    assert _status_with_token(worker2_lab, old_b) == 401
+    assert _status_with_token(worker2_lab, new_b) == 200
+    assert _manager_token(kube, WORKER_A) == old_a
+    start = time.monotonic()
+    wait_until(lambda: _active(kube, WORKER_B), 120, "MultiKueueCluster %s Active with the new token" % WORKER_B)
+    print("rotation: %s Active %.1f s after the playbook ended" % (WORKER_B, time.monotonic() - start))
+    # a name the fleet does not have is refused before any token is revoked
+    bad = run_playbook(ROTATE, extra_vars=fleet_vars(lab, worker_lab, worker2_lab, rotate_workers=["lab-worker-x"]))
+    assert bad.rc != 0 and "rotate_workers" in bad.stdout, bad.explain()
+    assert _manager_token(kube, WORKER_B) == new_b
 
 
 def test_a_second_run_changes_nothing_on_the_manager_or_either_worker(
