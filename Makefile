@@ -15,11 +15,12 @@ LAB_DIR     ?= $(CURDIR)/.lab
 LAB_ENV      = $(LAB_DIR)/env
 LAB_VARIANT_DIR ?= $(CURDIR)/.lab-variant
 LAB_WORKER_DIR ?= $(CURDIR)/.lab-worker
+LAB_WORKER2_DIR ?= $(CURDIR)/.lab-worker2
 LAB_V1BETA1_DIR ?= $(CURDIR)/.lab-v1beta1
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(CURDIR)/$(VENV)/lib/python3.12/site-packages:$(CURDIR)/$(VENV)/lib/python3.13/site-packages
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help prereqs venv collection lab-build lab-up lab-down lab-status lab-variant-up lab-variant-down lab-worker-up lab-worker-down lab-v1beta1-up lab-v1beta1-down demo test sanity lint unit integration molecule bench bench-fairness clean test-matrix
+.PHONY: help prereqs venv collection lab-build lab-up lab-down lab-status lab-variant-up lab-variant-down lab-worker-up lab-worker-down lab-worker2-up lab-worker2-down lab-v1beta1-up lab-v1beta1-down demo test sanity lint unit integration molecule bench bench-fairness clean test-matrix
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -83,6 +84,15 @@ lab-worker-up: venv
 lab-worker-down:
 	@LAB_DIR=$(LAB_WORKER_DIR) bash lab/lab.sh down
 
+# A second MultiKueue worker (issue 27: one worker full -> the next, one stopped -> the other): the same lab, every
+# port +250 (no port of it meets one of the labs at +0, +50, +100, +200; lab/lab.sh lists the ports).
+LAB_WORKER2_ENV = LAB_DIR=$(LAB_WORKER2_DIR) LAB_PORT_OFFSET=$$(( $${LAB_PORT_OFFSET:-0} + 250 )) LAB_COMPONENTS=kueue
+lab-worker2-up: venv
+	@$(LAB_WORKER2_ENV) bash lab/lab.sh up
+
+lab-worker2-down:
+	@LAB_DIR=$(LAB_WORKER2_DIR) bash lab/lab.sh down
+
 # The Kueue-v1beta1 path (clusters in the field still run Kueue <= v0.15, which serves only v1beta1): a core-only lab
 # whose Kueue CRDs are a release's that serves only v1beta1, no controllers, every port +50
 # (tests/integration/test_kueue_modules.py). No Kueue binary of that API exists in the lab cache, so no controller.
@@ -113,7 +123,7 @@ unit: collection
 	PYTHONPATH=$(COLL_ROOT) $(PY) -m pytest -q tests/unit
 
 integration: collection
-	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) GPUAAS_WORKER_LAB_DIR=$(LAB_WORKER_DIR) GPUAAS_V1BETA1_LAB_DIR=$(LAB_V1BETA1_DIR) PYTHONPATH=$(COLL_ROOT) && GPUAAS_INTEGRATION_NO_SKIP=1 $(PY) -m pytest -q --durations=30 tests/integration $(PYTEST_ARGS)
+	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) GPUAAS_WORKER_LAB_DIR=$(LAB_WORKER_DIR) GPUAAS_WORKER2_LAB_DIR=$(LAB_WORKER2_DIR) GPUAAS_V1BETA1_LAB_DIR=$(LAB_V1BETA1_DIR) PYTHONPATH=$(COLL_ROOT) && GPUAAS_INTEGRATION_NO_SKIP=1 $(PY) -m pytest -q --durations=30 tests/integration $(PYTEST_ARGS)
 
 molecule: collection
 	@source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && failed=""; \
@@ -123,8 +133,8 @@ molecule: collection
 
 # The whole suite. Every stage runs even when an earlier one failed (CI shows all problems at once); the exit
 # status is non-zero if any stage failed.
-# It runs on labs of its own (.lab-test ports +300, .lab-test-variant +400, .lab-test-worker +500, .lab-test-v1beta1
-# +350, .lab-test-demo +600), started fresh
+# It runs on labs of its own (.lab-test ports +300, .lab-test-variant +400, .lab-test-worker +500, .lab-test-worker2
+# +550, .lab-test-v1beta1 +350, .lab-test-demo +600), started fresh
 # and torn down at the end: the lab `make demo` / `make lab-up` started (.lab) is never touched, whatever state
 # you left it in, and no state of yours can fail a test (issue 20). Its first stage is the newcomer's first
 # command: `make demo` on its own lab, in this checkout, so the stages after it run in a checkout the demo has
@@ -132,13 +142,14 @@ molecule: collection
 TEST_LAB_DIR     := $(CURDIR)/.lab-test
 TEST_VARIANT_DIR := $(CURDIR)/.lab-test-variant
 TEST_WORKER_DIR  := $(CURDIR)/.lab-test-worker
+TEST_WORKER2_DIR := $(CURDIR)/.lab-test-worker2
 TEST_V1BETA1_DIR := $(CURDIR)/.lab-test-v1beta1
 TEST_DEMO_DIR    := $(CURDIR)/.lab-test-demo
 TEST_LAB_OFFSET  := 300
 TEST_DEMO_OFFSET := 600
 STAGES_BEFORE_LAB := unit sanity lint
 STAGES_ON_LAB     := integration molecule
-TEST_LAB_VARS := LAB_DIR=$(TEST_LAB_DIR) LAB_PORT_OFFSET=$(TEST_LAB_OFFSET) LAB_VARIANT_DIR=$(TEST_VARIANT_DIR) LAB_WORKER_DIR=$(TEST_WORKER_DIR) LAB_V1BETA1_DIR=$(TEST_V1BETA1_DIR)
+TEST_LAB_VARS := LAB_DIR=$(TEST_LAB_DIR) LAB_PORT_OFFSET=$(TEST_LAB_OFFSET) LAB_VARIANT_DIR=$(TEST_VARIANT_DIR) LAB_WORKER_DIR=$(TEST_WORKER_DIR) LAB_WORKER2_DIR=$(TEST_WORKER2_DIR) LAB_V1BETA1_DIR=$(TEST_V1BETA1_DIR)
 # Controllers that integration suites start on the running lab themselves (lab.sh component NAME up), so `lab-up`
 # does not build them; on a fresh machine `make test` builds them once here (KubeRay 3.5 min, the training operator
 # 37 min wall measured at load 15-31, 4 min CPU), later runs find them in the cache.
@@ -152,12 +163,13 @@ test: venv
 	  for s in $(STAGES_BEFORE_LAB); do echo "=== make $$s"; $(MAKE) --no-print-directory $$s || failed="$$failed $$s"; done; \
 	  echo "=== lab/lab.sh build $(SUITE_COMPONENTS) (controllers the integration suites start themselves; cached after the first build)"; \
 	  bash lab/lab.sh build $(SUITE_COMPONENTS) || failed="$$failed lab-build-suite-components"; \
-	  echo "=== make lab-up lab-variant-up lab-worker-up lab-v1beta1-up (fresh: $(TEST_LAB_DIR) ports +$(TEST_LAB_OFFSET), $(TEST_VARIANT_DIR) +$$(( $(TEST_LAB_OFFSET) + 100 )), $(TEST_WORKER_DIR) +$$(( $(TEST_LAB_OFFSET) + 200 )), $(TEST_V1BETA1_DIR) +$$(( $(TEST_LAB_OFFSET) + 50 )))"; \
-	  $(MAKE) --no-print-directory lab-v1beta1-down lab-worker-down lab-variant-down lab-down $(TEST_LAB_VARS) >/dev/null 2>&1; \
-	  if $(MAKE) --no-print-directory lab-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-variant-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-worker-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-v1beta1-up $(TEST_LAB_VARS); then \
+	  echo "=== make lab-up lab-variant-up lab-worker-up lab-worker2-up lab-v1beta1-up (fresh: $(TEST_LAB_DIR) ports +$(TEST_LAB_OFFSET), $(TEST_VARIANT_DIR) +$$(( $(TEST_LAB_OFFSET) + 100 )), $(TEST_WORKER_DIR) +$$(( $(TEST_LAB_OFFSET) + 200 )), $(TEST_WORKER2_DIR) +$$(( $(TEST_LAB_OFFSET) + 250 )), $(TEST_V1BETA1_DIR) +$$(( $(TEST_LAB_OFFSET) + 50 )))"; \
+	  $(MAKE) --no-print-directory lab-v1beta1-down lab-worker2-down lab-worker-down lab-variant-down lab-down $(TEST_LAB_VARS) >/dev/null 2>&1; \
+	  if $(MAKE) --no-print-directory lab-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-variant-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-worker-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-worker2-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-v1beta1-up $(TEST_LAB_VARS); then \
 	    for s in $(STAGES_ON_LAB); do echo "=== make $$s"; $(MAKE) --no-print-directory $$s $(TEST_LAB_VARS) || failed="$$failed $$s"; done; \
 	  else failed="$$failed lab-up"; fi; \
 	  $(MAKE) --no-print-directory lab-v1beta1-down $(TEST_LAB_VARS) || failed="$$failed lab-v1beta1-down"; \
+	  $(MAKE) --no-print-directory lab-worker2-down $(TEST_LAB_VARS) || failed="$$failed lab-worker2-down"; \
 	  $(MAKE) --no-print-directory lab-worker-down $(TEST_LAB_VARS) || failed="$$failed lab-worker-down"; \
 	  $(MAKE) --no-print-directory lab-variant-down $(TEST_LAB_VARS) || failed="$$failed lab-variant-down"; \
 	  $(MAKE) --no-print-directory lab-down $(TEST_LAB_VARS) || failed="$$failed lab-down"; \

@@ -16,6 +16,9 @@ OLM path and run from the Red Hat operand by the Kueue operator SIMULATOR, ports
 beside the main lab; `variant_lab`, `variant_kube`, `variant_run_playbook` and `variant_audit_writes` are the same
 fixtures against it — for the OpenShift paths (platform detection, OLM, the Red Hat operands, OpenShift AI). The
 Kueue-v1beta1 path has a core-only lab of its own (`make lab-v1beta1-up`, GPUAAS_V1BETA1_LAB_DIR, ports +50).
+MultiKueue (issue 27): the main lab is the manager, `worker_lab`/`worker_kube` worker A (`make lab-worker-up`,
+GPUAAS_WORKER_LAB_DIR, ports +200), `worker2_lab`/`worker2_kube` worker B (`make lab-worker2-up`,
+GPUAAS_WORKER2_LAB_DIR, ports +250); ``apiserver_cmdline``/``start_apiserver`` stop and restart a lab's API server.
 """
 from __future__ import annotations
 
@@ -291,6 +294,62 @@ def kube(lab: Lab):
 @pytest.fixture(scope="session")
 def variant_kube(variant_lab: Lab):
     return _dynamic_client(variant_lab)
+
+
+def _worker_lab_from_env(variable: str, make_target: str) -> Lab:
+    lab_dir = os.environ.get(variable)
+    if not lab_dir:
+        pytest.skip("needs a MultiKueue worker lab beside the manager lab: `make %s`, then %s=<its LAB_DIR> "
+                    "(docs/multicluster.md)" % (make_target, variable))
+    return _lab_from_env(Path(lab_dir))
+
+
+@pytest.fixture(scope="session")
+def worker_lab() -> Lab:
+    """MultiKueue worker A (`make lab-worker-up`, ports +200): GPUAAS_WORKER_LAB_DIR."""
+    return _worker_lab_from_env("GPUAAS_WORKER_LAB_DIR", "lab-worker-up")
+
+
+@pytest.fixture(scope="session")
+def worker_kube(worker_lab: Lab):
+    return _dynamic_client(worker_lab)
+
+
+@pytest.fixture(scope="session")
+def worker2_lab() -> Lab:
+    """MultiKueue worker B (`make lab-worker2-up`, ports +250): GPUAAS_WORKER2_LAB_DIR."""
+    return _worker_lab_from_env("GPUAAS_WORKER2_LAB_DIR", "lab-worker2-up")
+
+
+@pytest.fixture(scope="session")
+def worker2_kube(worker2_lab: Lab):
+    return _dynamic_client(worker2_lab)
+
+
+def apiserver_cmdline(lab: Lab) -> tuple[int, list[str]]:
+    """The pid and command line of the lab's running kube-apiserver (to start the same one again)."""
+    pid = int((lab.dir / "pids" / "kube-apiserver.pid").read_text().strip())
+    cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+    return pid, [c.decode() for c in cmdline if c]
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        return "zombie" in Path("/proc/%d/status" % pid).read_text()
+    except OSError:
+        return True
+
+
+def start_apiserver(lab: Lab, cmdline: list[str]) -> None:
+    """Start the lab's kube-apiserver again with ``cmdline`` (pidfile updated: lab.sh down/up still work) and wait for
+    /readyz."""
+    log = open(lab.dir / "logs" / "kube-apiserver.log", "ab")  # noqa: SIM115 - handed to the process
+    proc = subprocess.Popen(cmdline, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    (lab.dir / "pids" / "kube-apiserver.pid").write_text("%d\n" % proc.pid)
+    kubectl = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context]
+    wait_until(lambda: subprocess.run(kubectl + ["get", "--raw", "/readyz"], capture_output=True, timeout=30,
+                                      check=False).returncode == 0, 120, "kube-apiserver /readyz", 1.0)
 
 
 @dataclass

@@ -17,12 +17,11 @@ import subprocess
 import time
 import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from conftest import REPO, _audit_window_factory, _dynamic_client, _lab_from_env, wait_until  # pylint: disable=import-error
+from conftest import REPO, _audit_window_factory, wait_until  # pylint: disable=import-error
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import multikueue
@@ -41,16 +40,6 @@ LEASE = ("kube-system", "gpuaas-tenants")
 CAPACITY = {"nvidia.com/gpu": 16, "cpu": 448, "memory": "4Ti"}
 # Jobs dispatched by the suite (one after the other); the ≥ 20-job figures come from bench/multicluster/dispatch.py.
 LATENCY_JOBS = int(os.environ.get("GPUAAS_MK_LATENCY_JOBS", "3"))
-
-
-@pytest.fixture(scope="module")
-def worker_lab():
-    return _lab_from_env(Path(WORKER_LAB_DIR))
-
-
-@pytest.fixture(scope="module")
-def worker_kube(worker_lab):
-    return _dynamic_client(worker_lab)
 
 
 def fleet_vars(lab, worker_lab, gpus=4, tenants=None, extra_workers=(), **extra):

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import apiserver_cmdline, process_gone, start_apiserver  # pylint: disable=import-error
 from conftest import wait_until as _wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -181,20 +182,6 @@ def test_tenant_missing_from_the_inventory_is_kept_unless_prune_is_on(base, run_
     assert PREFIX + "a" in cluster_queues(lab)
 
 
-def _apiserver_cmdline(lab) -> tuple[int, list[str]]:
-    pid = int((lab.dir / "pids" / "kube-apiserver.pid").read_text().strip())
-    cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
-    return pid, [c.decode() for c in cmdline if c]
-
-
-def _start_apiserver(lab, cmdline: list[str]) -> None:
-    log = open(lab.dir / "logs" / "kube-apiserver.log", "ab")  # noqa: SIM115 - handed to the process
-    proc = subprocess.Popen(cmdline, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
-    (lab.dir / "pids" / "kube-apiserver.pid").write_text("%d\n" % proc.pid)
-    wait_until(lambda: kubectl(lab, "get", "--raw", "/readyz").returncode == 0, 120, "kube-apiserver /readyz", 1.0)
-
-
 def _count_writes(audit_log: str, offset: int, needle: str) -> int:
     with open(audit_log, encoding="utf-8") as f:
         f.seek(offset)
@@ -204,7 +191,7 @@ def _count_writes(audit_log: str, offset: int, needle: str) -> int:
 def test_api_server_stopped_mid_run_fails_once_and_the_rerun_converges(base, run_playbook, lab):
     storm = inventory([PREFIX + "a"] + [PREFIX + "s%02d" % i for i in range(STORM_TENANTS)],
                       gpuaas_tenants_concurrency=1)
-    pid, cmdline = _apiserver_cmdline(lab)
+    pid, cmdline = apiserver_cmdline(lab)
     offset = os.path.getsize(lab.audit_log)
     with ThreadPoolExecutor(max_workers=1) as pool:
         future = pool.submit(run_playbook, TENANTS_PLAYBOOK, extra_vars=storm, timeout=300)
@@ -214,11 +201,11 @@ def test_api_server_stopped_mid_run_fails_once_and_the_rerun_converges(base, run
         assert not future.done(), "the run finished before the API server could be stopped: %s" % future.result().explain()
         stopped_at = time.monotonic()
         os.kill(pid, signal.SIGKILL)  # as a crash would; lab.sh down/up still work (pidfile updated)
-        wait_until(lambda: not Path("/proc/%d" % pid).exists() or "zombie" in _state(pid), 60, "kube-apiserver to stop")
+        wait_until(lambda: process_gone(pid), 60, "kube-apiserver to stop")
         try:
             failed = future.result(timeout=240)
         finally:
-            _start_apiserver(lab, cmdline)
+            start_apiserver(lab, cmdline)
     ended_after = time.monotonic() - stopped_at
     assert failed.rc != 0, failed.explain()
     result = module_result(failed)
@@ -244,13 +231,6 @@ def test_api_server_stopped_mid_run_fails_once_and_the_rerun_converges(base, run
     third = run_playbook(TENANTS_PLAYBOOK, extra_vars=storm)
     assert third.rc == 0 and third.changed == 0, third.explain()
     assert {PREFIX + "s%02d" % i for i in range(STORM_TENANTS)} <= cluster_queues(lab)
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path("/proc/%d/status" % pid).read_text()
-    except OSError:
-        return "zombie"
 
 
 def _lease_holder(lab) -> str | None:

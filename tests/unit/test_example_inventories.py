@@ -121,7 +121,8 @@ def test_lab_inventory_marks_its_lab_only_settings():
     """Each lab-only setting of the lab inventory sits in a block whose comment says LAB-ONLY."""
     must_mark = {"gpuaas_charts_dir", "gpuaas_helm_post_renderer", "gpuaas_gpu_operator_driver_enabled",
                  "gpuaas_gpu_operator_nfd_enabled", "gpuaas_kueue_namespace", "gpuaas_kueue_helm_release",
-                 "gpuaas_keda_namespace", "gpuaas_keda_helm_release", "gpuaas_keda_helm_values", "gpuaas_prometheus"}
+                 "gpuaas_keda_namespace", "gpuaas_keda_helm_release", "gpuaas_keda_helm_values", "gpuaas_prometheus",
+                 "gpuaas_kueue_manager_config_overrides"}
     marked: set = set()
     for path in sorted((LAB / "group_vars" / "all").glob("*.yml")):
         for block in re.split(r"\n\s*\n", path.read_text()):

@@ -227,3 +227,18 @@ def test_the_fleet_objects_validate_against_kueues_crds(model):
                 "spec", {"type": "object"}))
             checked.add(obj["kind"])
     assert {"AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster", "ClusterQueue"} <= checked
+
+
+def test_the_worker_token_secret_is_applied_after_its_service_account(model):
+    """Kubernetes' token controller deletes a ServiceAccount token Secret whose ServiceAccount does not exist yet: the
+    engine applies tier by tier, concurrently inside a tier, so the Secret must be in a later tier (found on the lab:
+    the token Secret written beside its ServiceAccount was deleted 0.1 s later)."""
+    from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kinds import tier_of
+
+    objs = multikueue.worker_objects(model, model.fleet.worker("east"))
+    token = [o for o in objs if o["kind"] == "Secret"
+             and o.get("type") == "kubernetes.io/service-account-token"]
+    account = [o for o in objs if o["kind"] == "ServiceAccount"]
+    assert len(token) == 1 and len(account) == 1
+    assert token[0]["metadata"]["annotations"]["kubernetes.io/service-account.name"] == account[0]["metadata"]["name"]
+    assert tier_of("Secret") > tier_of("ServiceAccount")

@@ -16,7 +16,10 @@ KIND_TIERS: t.Dict[str, int] = {
     "StorageClass": 1,
     "ClusterRole": 1,
     "ServiceAccount": 1,
-    "Secret": 1,
+    # after its ServiceAccount: Kubernetes' token controller deletes a ServiceAccount token Secret whose
+    # ServiceAccount does not exist yet (seen on the lab: a fleet run's new worker token Secret, written beside its
+    # ServiceAccount in one tier, deleted 0.1 s later; the run then waited for a token that never came)
+    "Secret": 2,
     "ConfigMap": 1,
     "ResourceQuota": 1,
     "LimitRange": 1,
