@@ -296,9 +296,21 @@ def main() -> int:  # pylint: disable=too-many-locals,too-many-statements
 
                 wait_until(slice_admitted, 180, "the new slice to be admitted", interval=0.1)
                 t_adm = time.monotonic()
-                wait_until(lambda: len([p for p in lab.workers(ray_t) if ready(p)]) == WORKERS, 180,
-                           "the workers Running", interval=0.1)
-                t_ready = time.monotonic()
+                # after admission, where the time goes: Kueue lifting the workers' elastic-job gate, the scheduler
+                # binding them, KWOK (the SIMULATED kubelet) reporting them Running and Ready
+                marks: dict[str, float] = {}
+                tests = {"ungated": lambda p: not p["spec"].get("schedulingGates"),
+                         "bound": lambda p: p["spec"].get("nodeName"), "ready": ready}
+
+                def workers_ready() -> bool:
+                    pods, now = lab.workers(ray_t), time.monotonic()
+                    for mark, test in tests.items():
+                        if mark not in marks and len([p for p in pods if test(p)]) == WORKERS:
+                            marks[mark] = now
+                    return "ready" in marks
+
+                wait_until(workers_ready, 180, "the workers Running", interval=0.1)
+                t_ready = marks["ready"]
                 time.sleep(2)
                 new = {u: r for u, r in lab.preempted(batch_t).items() if u not in before}
                 head = lab.items("v1", "Pod", ray_t, "ray.io/cluster=%s,ray.io/node-type=head" % CLUSTER)[0]
@@ -306,6 +318,9 @@ def main() -> int:  # pylint: disable=too-many-locals,too-many-statements
                     "cycle": cycle, "reclaim_runs": reclaim_runs,
                     "wake_to_module_write_s": round(t_write - t0, 2), "module_run_s": round(t_run - t0, 2),
                     "write_to_admitted_s": round(t_adm - t_write, 2), "write_to_running_s": round(t_ready - t_write, 2),
+                    "admitted_to_ungated_s": round(marks.get("ungated", t_ready) - t_adm, 2),
+                    "admitted_to_bound_s": round(marks.get("bound", t_ready) - t_adm, 2),
+                    "admitted_to_running_s": round(t_ready - t_adm, 2),
                     "wake_to_admitted_s": round(t_adm - t0, 2), "wake_to_running_s": round(t_ready - t0, 2),
                     "preemptions": len(new), "reasons": sorted(set(new.values())),
                     "head_same_pod": head["metadata"]["uid"] == head_uid,
@@ -343,7 +358,8 @@ def main() -> int:  # pylint: disable=too-many-locals,too-many-statements
     if not cycles:
         return 1
     keys = ("wake_to_module_write_s", "module_run_s", "write_to_admitted_s", "write_to_running_s",
-            "wake_to_admitted_s", "wake_to_running_s")
+            "admitted_to_ungated_s", "admitted_to_bound_s", "admitted_to_running_s", "wake_to_admitted_s",
+            "wake_to_running_s")
     figures = {k: [c[k] for c in cycles] for k in keys}
     figures["preemptions_per_wake"] = [c["preemptions"] for c in cycles]
     admitted = figures["wake_to_admitted_s"]
