@@ -18,8 +18,9 @@ Each cycle, the committed playbook playbooks/ray_idle_reclaim.yml run the way AW
      Workloads Kueue preempted for it (reason)
   4. the batch Jobs are deleted; the next cycle waits out the window and the cooldown
 
-  source .lab-me/env && make collection && .venv/bin/python bench/ray_wake/run.py --cycles 8
-(KubeRay is started on the lab for the run when the lab does not run it, `lab.sh component kuberay up`, and stopped.)
+  source .lab-me/env && make collection && .venv/bin/python bench/ray_wake/run.py --cycles 10
+(KubeRay is started on the lab for the run when the lab does not run it, `lab.sh component kuberay up`, and stopped.
+`make bench-ray-wake RAY_WAKE_ARGS="--cycles 10"` starts its own lab .lab-ray-wake, ports +1050, Kueue, and stops it.)
 Not included: the wait for the scheduled run itself (an AWX schedule every minute adds up to 60 s before step 3's
 run starts; docs/autoscaling.md).
 """
