@@ -367,7 +367,7 @@ def main() -> int:  # pylint: disable=too-many-locals,too-many-statements
     doc = results_meta.finish(meta, runs=len(cycles), figures=figures, extra={
         "cycles": len(cycles), "failure": failure, "window_s": args.window, "cooldown_s": args.cooldown,
         "scrape_s": args.scrape, "target_p95_s": TARGET_S,
-        "percentiles_s": {k: {"p50": statistics.median(figures[k]), "p95": percentile(figures[k], 95),
+        "percentiles_s": {k: {"p50": round(statistics.median(figures[k]), 2), "p95": percentile(figures[k], 95),
                               "max": max(figures[k])} for k in keys},
         "target_met": percentile(admitted, 95) <= TARGET_S,
         "reasons": sorted({r for c in cycles for r in c["reasons"]}),
