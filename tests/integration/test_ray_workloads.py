@@ -463,7 +463,7 @@ def test_a_borrowing_rayjob_is_preempted_by_reclaim_and_resumes_when_readmitted(
     api(kube, "batch/v1", "Job").create(body=lender_job, namespace=LENDER)
     wait_until(lambda: get_rayjob(kube, name, BORROWER)["spec"].get("suspend") is True, 60,
                "Kueue to suspend the borrowing RayJob")
-    evicted = [w for w in workloads_of(kube, uid, BORROWER)]
+    evicted = workloads_of(kube, uid, BORROWER)
     assert len(evicted) == 1 and evicted[0]["metadata"]["uid"] == wl["metadata"]["uid"], evicted
     assert cond(evicted[0], "Evicted").get("reason") == "Preempted", evicted[0]["status"]
     assert cond(evicted[0], "Preempted").get("reason") == "InCohortReclamation", cond(evicted[0], "Preempted")
