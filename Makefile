@@ -207,5 +207,13 @@ bench-autoscaling: collection
 	@source $(CURDIR)/.lab-autoscaling/env && $(PY) bench/autoscaling/run.py $(AUTOSCALING_ARGS); rc=$$?; \
 	  LAB_DIR=$(CURDIR)/.lab-autoscaling bash lab/lab.sh down; exit $$rc
 
+# Issue 25: idle RayCluster reclaimed -> borrowed -> wake -> workers re-admitted, >= 5 cycles on the real KubeRay (started
+# by the bench), Kueue and Prometheus of its own lab (.lab-ray-wake, ports +1050); results in bench/results/ray-wake.json.
+.PHONY: bench-ray-wake
+bench-ray-wake: collection
+	@LAB_DIR=$(CURDIR)/.lab-ray-wake LAB_PORT_OFFSET=1050 LAB_COMPONENTS=kueue bash lab/lab.sh up
+	@source $(CURDIR)/.lab-ray-wake/env && $(PY) bench/ray_wake/run.py $(RAY_WAKE_ARGS); rc=$$?; \
+	  LAB_DIR=$(CURDIR)/.lab-ray-wake bash lab/lab.sh down; exit $$rc
+
 clean: lab-down
 	rm -rf .build $(VENV)

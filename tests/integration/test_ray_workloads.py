@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
-from conftest import h100_tenant_play, require_component, suite_component, wait_until
+from conftest import h100_tenant_play, kwok_job, local_play, require_component, suite_component, wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -87,20 +87,20 @@ def api(kube, api_version: str, kind: str):
     return kube.resources.get(api_version=api_version, kind=kind)
 
 
-def get_cluster(kube, name: str) -> dict | None:
+def get_cluster(kube, name: str, namespace: str = NS) -> dict | None:
     try:
-        return api(kube, "ray.io/v1", "RayCluster").get(name=name, namespace=NS).to_dict()
+        return api(kube, "ray.io/v1", "RayCluster").get(name=name, namespace=namespace).to_dict()
     except NotFoundError:
         return None
 
 
-def pods_of(kube, cluster: str, node_type: str | None = None) -> list[dict]:
+def pods_of(kube, cluster: str, node_type: str | None = None, namespace: str = NS) -> list[dict]:
     selector = "ray.io/cluster=%s" % cluster + (",ray.io/node-type=%s" % node_type if node_type else "")
-    return [p.to_dict() for p in api(kube, "v1", "Pod").get(namespace=NS, label_selector=selector).items]
+    return [p.to_dict() for p in api(kube, "v1", "Pod").get(namespace=namespace, label_selector=selector).items]
 
 
-def workloads_of(kube, uid: str) -> list[dict]:
-    return [w for w in (x.to_dict() for x in api(kube, KUEUE, "Workload").get(namespace=NS).items)
+def workloads_of(kube, uid: str, namespace: str = NS) -> list[dict]:
+    return [w for w in (x.to_dict() for x in api(kube, KUEUE, "Workload").get(namespace=namespace).items)
             if any(o.get("uid") == uid for o in w["metadata"].get("ownerReferences") or [])]
 
 
@@ -108,18 +108,18 @@ def cond(obj: dict | None, ctype: str) -> dict:
     return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
 
 
-def admitted_workload(kube, uid: str) -> dict | None:
-    return next((w for w in workloads_of(kube, uid) if cond(w, "Admitted").get("status") == "True"), None)
+def admitted_workload(kube, uid: str, namespace: str = NS) -> dict | None:
+    return next((w for w in workloads_of(kube, uid, namespace) if cond(w, "Admitted").get("status") == "True"), None)
 
 
 def pod_ready(pod: dict) -> bool:
     return pod["status"].get("phase") == "Running" and cond(pod, "Ready").get("status") == "True"
 
 
-def running(kube, name: str, workers: int) -> dict | None:
+def running(kube, name: str, workers: int, namespace: str = NS) -> dict | None:
     """The RayCluster when KubeRay reports it ready with its head and ``workers`` GPU workers Running and Ready."""
-    rc = get_cluster(kube, name)
-    head, work = pods_of(kube, name, "head"), pods_of(kube, name, "worker")
+    rc = get_cluster(kube, name, namespace)
+    head, work = pods_of(kube, name, "head", namespace), pods_of(kube, name, "worker", namespace)
     if not rc or (rc.get("status") or {}).get("state") != "ready":
         return None
     if len(head) != 1 or len(work) != workers or not all(pod_ready(p) for p in head + work):
@@ -220,15 +220,15 @@ def test_a_tenants_raycluster_runs_head_and_gpu_workers_under_quota_and_the_next
                "the second RayCluster's pods and Workload to be gone")
 
 
-def rayjob(name: str, workers: int) -> dict:
+def rayjob(name: str, workers: int, namespace: str = NS) -> dict:
     return {"apiVersion": "ray.io/v1", "kind": "RayJob",
-            "metadata": {"name": name, "namespace": NS, "labels": {QUEUE_LABEL: "default"}},
+            "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: "default"}},
             "spec": {"entrypoint": "python -c 'import ray; ray.init()'", "shutdownAfterJobFinishes": True,
                      "rayClusterSpec": cluster_spec(workers)}}
 
 
-def get_rayjob(kube, name: str) -> dict:
-    return api(kube, "ray.io/v1", "RayJob").get(name=name, namespace=NS).to_dict()
+def get_rayjob(kube, name: str, namespace: str = NS) -> dict:
+    return api(kube, "ray.io/v1", "RayJob").get(name=name, namespace=namespace).to_dict()
 
 
 def test_a_rayjob_runs_cluster_and_submitter_under_quota_and_the_next_waits_until_it_ends(lab, tenant):
@@ -365,3 +365,134 @@ def test_an_elastic_raycluster_gives_its_gpu_quota_back_at_zero_workers_and_wake
     assert not any(c.get("restartCount") for c in head_now["status"].get("containerStatuses") or [])
     print("elastic wake after the GPUs were freed: %.1f s" % woke)
     api(kube, "ray.io/v1", "RayCluster").delete(name=sleeper, namespace=NS)
+
+
+# Preemption by reclaim (issue 25): two tenants of one cohort, made by the tenants module. The lender owns the cohort's
+# 2 H100 GPUs and reclaims them (reclaim_within_cohort: Any); the borrower has none of its own, so its RayJob runs
+# only on the lender's unused GPUs.
+LENDER, BORROWER = "rj-lender-" + S, "rj-borrower-" + S
+RECLAIM_FLAVOR, RECLAIM_COHORT = "rj-h100-" + S, "rj-co-" + S
+RECLAIM_INVENTORY = {
+    "rj_flavor": RECLAIM_FLAVOR, "rj_cohort": RECLAIM_COHORT,
+    "rj_tenants": [
+        {"name": LENDER, "namespaces": [LENDER], "cohort": RECLAIM_COHORT, "preemption": {"reclaim_within_cohort": "Any"},
+         "quotas": [{"flavor": RECLAIM_FLAVOR, "resources": {"nvidia.com/gpu": GPUS, "cpu": 4, "memory": "8Gi"}}]},
+        {"name": BORROWER, "namespaces": [BORROWER], "cohort": RECLAIM_COHORT,
+         "quotas": [{"flavor": RECLAIM_FLAVOR, "resources": {"nvidia.com/gpu": 0, "cpu": 8, "memory": "16Gi"}}]}]}
+RECLAIM_PLAY = local_play("""
+  tasks:
+    - gpuaas.platform.resource_flavor:
+        name: "{{ rj_flavor }}"
+        node_labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+    - gpuaas.platform.tenants:
+        flavors: [{name: "{{ rj_flavor }}"}]
+        cohorts: [{name: "{{ rj_cohort }}"}]
+        tenants: "{{ rj_tenants }}"
+        limit_tenants: "{{ rj_tenants | map(attribute='name') | list }}"
+""")
+
+
+@pytest.fixture(scope="module")
+def cohort_tenants(lab, kube, run_playbook, kuberay):  # pylint: disable=unused-argument,redefined-outer-name
+    require_component(lab, "kueue")
+    run = run_playbook(RECLAIM_PLAY, extra_vars=RECLAIM_INVENTORY)
+    assert run.rc == 0, run.explain()
+    yield kube
+    for ns in (LENDER, BORROWER):
+        try:
+            api(kube, "v1", "Namespace").delete(name=ns)
+        except NotFoundError:
+            pass
+    wait_until(lambda: not any(api(kube, "v1", "Namespace").get(label_selector="kubernetes.io/metadata.name=%s" % ns).items
+                               for ns in (LENDER, BORROWER)), 180, "the namespaces to be gone")
+    for kind, name in (("ClusterQueue", LENDER), ("ClusterQueue", BORROWER), ("Cohort", RECLAIM_COHORT),
+                       ("ResourceFlavor", RECLAIM_FLAVOR)):
+        try:
+            api(kube, KUEUE, kind).delete(name=name)
+        except NotFoundError:
+            pass
+
+
+def long_rayjob(name: str, workers: int, namespace: str) -> dict:
+    """A RayJob whose submitter pod keeps running (KWOK completes it after an hour): the lab's head answers no
+    dashboard, so a submitter that ended would make KubeRay fail the job 30 s later (see the test above); with this
+    one KubeRay keeps the RayJob Running, as a real Ray job would be while it works."""
+    job = rayjob(name, workers, namespace)
+    limits = {"cpu": "500m", "memory": "256Mi"}
+    job["spec"]["submitterPodTemplate"] = {
+        "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}},
+        "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "ray-job-submitter", "image": IMAGE, "resources": {"requests": dict(limits), "limits": limits}}]}}
+    return job
+
+
+def test_a_borrowing_rayjob_is_preempted_by_reclaim_and_resumes_when_readmitted(lab, cohort_tenants):
+    kube = cohort_tenants
+    name = "rj-borrowed"
+
+    def deployment_status() -> str | None:
+        return (get_rayjob(kube, name, BORROWER).get("status") or {}).get("jobDeploymentStatus")
+
+    def submitter_pods() -> list[dict]:
+        return [p.to_dict() for p in api(kube, "v1", "Pod").get(namespace=BORROWER, label_selector="job-name=%s" % name).items
+                if not p.metadata.deletionTimestamp]
+
+    def gpus_used(cluster_queue: str) -> int:
+        status = api(kube, KUEUE, "ClusterQueue").get(name=cluster_queue).to_dict().get("status") or {}
+        return sum(int(r["total"]) for fu in status.get("flavorsUsage") or [] for r in fu["resources"]
+                   if r["name"] == "nvidia.com/gpu")
+
+    # 1. the borrower's RayJob (2 GPU workers) is admitted on the lender's unused GPUs and runs: head, workers, and
+    #    a submitter that keeps running
+    created = api(kube, "ray.io/v1", "RayJob").create(body=long_rayjob(name, GPUS, BORROWER), namespace=BORROWER).to_dict()
+    uid = created["metadata"]["uid"]
+    wl = wait_until(lambda: admitted_workload(kube, uid, BORROWER), 60, "Kueue to admit the borrowing RayJob")
+    assert wl["status"]["admission"]["clusterQueue"] == BORROWER
+    first_cluster = wait_until(lambda: (get_rayjob(kube, name, BORROWER).get("status") or {}).get("rayClusterName"),
+                               60, "KubeRay to create the RayJob's RayCluster")
+    wait_until(lambda: running(kube, first_cluster, GPUS, BORROWER), 120, "the RayJob's cluster ready with its workers")
+    wait_until(lambda: [p for p in submitter_pods() if pod_ready(p)], 120, "the RayJob's submitter pod running")
+    wait_until(lambda: deployment_status() == "Running", 60, "KubeRay to report the RayJob Running")
+    wait_until(lambda: gpus_used(BORROWER) == GPUS, 30, "the borrower's ClusterQueue to count the 2 borrowed GPUs")
+    first_pods = {p["metadata"]["uid"] for p in pods_of(kube, first_cluster, namespace=BORROWER)}
+
+    # 2. the lender's 1-GPU Job arrives: Kueue reclaims its quota by evicting the whole RayJob (InCohortReclamation),
+    #    suspends it, and KubeRay deletes its cluster and submitter; the lender's Job runs
+    lender_job = kwok_job({"nvidia.com/gpu": "1"}, name="lender", tolerations=[TOLERATION])
+    api(kube, "batch/v1", "Job").create(body=lender_job, namespace=LENDER)
+    wait_until(lambda: get_rayjob(kube, name, BORROWER)["spec"].get("suspend") is True, 60,
+               "Kueue to suspend the borrowing RayJob")
+    evicted = workloads_of(kube, uid, BORROWER)
+    assert len(evicted) == 1 and evicted[0]["metadata"]["uid"] == wl["metadata"]["uid"], evicted
+    assert cond(evicted[0], "Evicted").get("reason") == "Preempted", evicted[0]["status"]
+    assert cond(evicted[0], "Preempted").get("reason") == "InCohortReclamation", cond(evicted[0], "Preempted")
+    wait_until(lambda: deployment_status() == "Suspended", 120, "KubeRay to report the RayJob Suspended")
+    wait_until(lambda: get_cluster(kube, first_cluster, BORROWER) is None
+               and not pods_of(kube, first_cluster, namespace=BORROWER) and not submitter_pods(), 120,
+               "KubeRay to delete the preempted RayJob's cluster, pods and submitter")
+    wait_until(lambda: [p for p in api(kube, "v1", "Pod").get(namespace=LENDER, label_selector="job-name=lender").items
+                        if p.status.phase == "Running"], 60, "the lender's Job to run on its reclaimed GPU")
+    assert gpus_used(LENDER) == 1 and gpus_used(BORROWER) == 0
+    # it waits while the lender holds a GPU: 1 GPU is free, the RayJob needs 2
+    time.sleep(5)
+    assert get_rayjob(kube, name, BORROWER)["spec"].get("suspend") is True
+    assert not pods_of(kube, first_cluster, namespace=BORROWER) and not submitter_pods()
+    assert cond(workloads_of(kube, uid, BORROWER)[0], "QuotaReserved").get("status") == "False"
+
+    # 3. the lender's Job goes: the same Workload is admitted again, KubeRay builds a new cluster and submitter, the
+    #    RayJob runs again (KubeRay restarts a preempted RayJob from its spec: the Ray job itself starts over)
+    api(kube, "batch/v1", "Job").delete(name="lender", namespace=LENDER, body={"propagationPolicy": "Background"})
+    again = wait_until(lambda: admitted_workload(kube, uid, BORROWER), 120, "the RayJob to be re-admitted")
+    assert again["metadata"]["uid"] == wl["metadata"]["uid"], "the RayJob's Workload was replaced"
+    wait_until(lambda: not get_rayjob(kube, name, BORROWER)["spec"].get("suspend"), 60, "Kueue to resume the RayJob")
+    cluster = wait_until(lambda: (get_rayjob(kube, name, BORROWER).get("status") or {}).get("rayClusterName"), 120,
+                         "KubeRay to create the resumed RayJob's cluster")
+    wait_until(lambda: running(kube, cluster, GPUS, BORROWER), 120, "the resumed RayJob's cluster ready")
+    wait_until(lambda: [p for p in submitter_pods() if pod_ready(p)], 120, "the resumed RayJob's submitter running")
+    wait_until(lambda: deployment_status() == "Running", 60, "KubeRay to report the resumed RayJob Running")
+    resumed = pods_of(kube, cluster, namespace=BORROWER)
+    assert not first_pods & {p["metadata"]["uid"] for p in resumed}, "a pod of the preempted run survived"
+    assert all(p["spec"]["nodeName"].startswith("gpu-h100-") for p in resumed)
+    wait_until(lambda: gpus_used(BORROWER) == GPUS, 30, "the borrower's ClusterQueue to count its 2 GPUs again")
+    api(kube, "ray.io/v1", "RayJob").delete(name=name, namespace=BORROWER)
