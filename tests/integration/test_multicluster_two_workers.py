@@ -25,6 +25,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import ssl
 import time
 import urllib.error
@@ -377,6 +378,61 @@ def test_rotating_a_workers_credential_refuses_the_old_token_and_keeps_the_fleet
     bad = run_playbook(ROTATE, extra_vars=fleet_vars(lab, worker_lab, worker2_lab, rotate_workers=["lab-worker-x"]))
     assert bad.rc != 0 and "rotate_workers" in bad.stdout, bad.explain()
     assert _manager_token(kube, WORKER_B) == new_b
+
+
+def _kubectl(some_lab, *args, context=None, stdin=None):
+    cmd = [str(some_lab.dir / "bin" / "kubectl"), "--kubeconfig", some_lab.kubeconfig,
+           "--context", context or some_lab.admin_context]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, input=stdin, check=False)
+
+
+def test_a_tenant_on_worker_a_can_neither_read_nor_use_the_fleets_credentials(
+        fleet2, lab, worker_lab, worker2_lab, kube):
+    """Adversarial ("Done when": a tenant on worker A cannot read or use worker B's credentials), as alice made admin
+    of the tenant's namespace on worker A, the most a tenant user holds there: the worker's MultiKueue token Secret,
+    a new token for its ServiceAccount and a pod running as it are refused; no Secret she can read carries a fleet
+    token; on the manager she cannot read B's kubeconfig; and A's token, were it leaked, is refused by B."""
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "mk2-alice-admin", "namespace": TENANT},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}
+    made = _kubectl(worker_lab, "apply", "-f", "-", stdin=json.dumps(binding))
+    assert made.returncode == 0, made.stderr
+    try:
+        def as_alice(*args, stdin=None):
+            return _kubectl(worker_lab, *args, context=worker_lab.tenant_context, stdin=stdin)
+
+        def refused(out):
+            assert out.returncode != 0 and "forbidden" in out.stderr.lower(), (out.stdout, out.stderr)
+
+        # the controls: the token Secret is there, and she is admin in the tenant's namespace on A
+        assert _kubectl(worker_lab, "get", "secret", multikueue.WORKER_TOKEN_SECRET, "-n", "kueue-system").returncode == 0
+        assert as_alice("auth", "can-i", "create", "rolebindings", "-n", TENANT).stdout.strip() == "yes"
+        refused(as_alice("get", "secret", multikueue.WORKER_TOKEN_SECRET, "-n", "kueue-system"))
+        refused(as_alice("get", "secrets", "-n", "kueue-system"))
+        refused(as_alice("create", "token", multikueue.WORKER_SERVICE_ACCOUNT, "-n", "kueue-system"))
+        # a pod of hers cannot run as the MultiKueue ServiceAccount (it lives in kueue-system, not her namespace)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "steal", "namespace": TENANT},
+               "spec": {"serviceAccountName": multikueue.WORKER_SERVICE_ACCOUNT,
+                        "containers": [{"name": "c", "image": "registry.invalid/x:1"}]}}
+        out = as_alice("create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod))
+        assert out.returncode != 0, out.stdout
+        # no Secret she can read on A carries either token the manager holds
+        tokens = {_manager_token(kube, WORKER_A), _manager_token(kube, WORKER_B)}
+        listed = as_alice("get", "secrets", "-n", TENANT, "-o", "json")
+        assert listed.returncode == 0, listed.stderr
+        readable = [base64.b64decode(v).decode(errors="replace") for item in json.loads(listed.stdout)["items"]
+                    for v in (item.get("data") or {}).values()]
+        assert not any(tok in text for tok in tokens for text in readable)
+        # on the manager, B's (and A's) kubeconfig Secret is out of her reach
+        for worker in (WORKER_A, WORKER_B):
+            refused(_kubectl(lab, "get", "secret", "gpuaas-multikueue-%s" % worker, "-n", "kueue-system",
+                             context=lab.tenant_context))
+        # A's credential, were it leaked from A, is not a credential on B (another issuer): 401
+        assert _status_with_token(worker2_lab, _manager_token(kube, WORKER_A)) == 401
+        assert _status_with_token(worker_lab, _manager_token(kube, WORKER_A)) == 200  # the control
+    finally:
+        _kubectl(worker_lab, "delete", "rolebinding", "mk2-alice-admin", "-n", TENANT, "--ignore-not-found")
 
 
 def test_a_second_run_changes_nothing_on_the_manager_or_either_worker(
