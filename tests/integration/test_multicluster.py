@@ -77,7 +77,10 @@ def writes(events):
 
 
 def _condition(kube, kind, name, ctype="Active"):
-    obj = kube.resources.get(api_version=multikueue.KUEUE_V, kind=kind).get(name=name).to_dict()
+    try:
+        obj = kube.resources.get(api_version=multikueue.KUEUE_V, kind=kind).get(name=name).to_dict()
+    except NotFoundError:
+        return None
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond["type"] == ctype:
             return cond

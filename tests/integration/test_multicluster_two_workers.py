@@ -38,6 +38,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 
 from conftest import (REPO, _audit_window_factory, apiserver_cmdline, kwok_job,  # pylint: disable=import-error
                       lab_component, process_gone, start_apiserver, wait_until)
+from test_multicluster import _condition, module_result, writes  # pylint: disable=import-error
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import multikueue
@@ -46,11 +47,9 @@ pytestmark = pytest.mark.skipif(not (os.environ.get("GPUAAS_WORKER_LAB_DIR") and
                                 reason="needs two worker labs beside the manager lab: GPUAAS_WORKER_LAB_DIR and "
                                        "GPUAAS_WORKER2_LAB_DIR (make lab-worker-up lab-worker2-up; docs/multicluster.md)")
 PLAYBOOK = REPO / "playbooks" / "multicluster.yml"
-TASK = "Reconcile the GPU tenancy"
 TENANT = "mk2-vision"
 FLAVOR = "mk2-h100"
 WORKER_A, WORKER_B = "lab-worker-a", "lab-worker-b"
-LEASE = ("kube-system", "gpuaas-tenants")
 # each worker lab has two H100 KWOK nodes of 8 GPUs (lab/topology.yaml)
 CAPACITY = {"nvidia.com/gpu": 16, "cpu": 448, "memory": "4Ti"}
 # 6 GPUs over two workers of 16: a share of 3 on each (the split is tested with hand-written values in
@@ -77,29 +76,6 @@ def fleet_vars(lab, worker_lab, worker2_lab, **extra):
     }
     out.update(extra)
     return out
-
-
-def module_result(run):
-    results = run.task_results(TASK)
-    assert len(results) == 1, run.explain()
-    return results[0]
-
-
-def writes(events):
-    """Writes other than the run lock's Lease."""
-    return [e for e in events if not ((e.get("objectRef") or {}).get("resource") == "leases"
-                                      and ((e["objectRef"].get("namespace"), e["objectRef"].get("name")) == LEASE))]
-
-
-def _condition(kube, kind, name, ctype="Active"):
-    try:
-        obj = kube.resources.get(api_version=multikueue.KUEUE_V, kind=kind).get(name=name).to_dict()
-    except NotFoundError:
-        return None
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond["type"] == ctype:
-            return cond
-    return None
 
 
 def _active(kube, name):
