@@ -35,16 +35,17 @@ class OlmOperator(t.NamedTuple):
 #   custom-metrics-autoscaler.v2.14.1-...); the collection's ScaledObjects set spec.initialCooldownPeriod (idle
 #   scale-to-zero), first documented in KEDA 2.14 (kedacore/keda-docs content/docs/2.14/reference/scaledobject-spec.md).
 #   Its only channel, stable, carries no version: only a starting CSV can be checked.
-# - NVIDIA GPU Operator: the ClusterPolicy schema the collection is written and tested against is the v24.3 line's
-#   (lab/versions.env GPU_OPERATOR_VERSION); channels v24.9, v25.3, ... carry the version, stable does not; CSV
-#   gpu-operator-certified.v24.9.2.
+# - NVIDIA GPU Operator: the OLM path is tested with the newest bundle of the lab's module
+#   (lab/versions.env GPU_OPERATOR_VERSION, a 2024-04 main-branch commit): CSV gpu-operator-certified.v23.9.2, with
+#   that commit's ClusterPolicy schema; older bundles are not tested. Channels v23.9, v24.9, ... carry the version,
+#   stable does not.
 # - Node Feature Discovery (Red Hat's): versioned with OpenShift (CSV nfd.4.17.0-..., channels 4.16 and older, then
 #   stable), so it follows the OpenShift floor.
 OLM_OPERATORS: t.Dict[str, OlmOperator] = {
     "custom_metrics_autoscaler": OlmOperator(
         "Custom Metrics Autoscaler", (2, 14), "gpuaas_keda_olm_channel", "gpuaas_keda_olm_starting_csv", "stable"),
     "gpu_operator": OlmOperator(
-        "NVIDIA GPU Operator", (24, 3), "gpuaas_gpu_operator_olm_channel", "gpuaas_gpu_operator_olm_starting_csv",
+        "NVIDIA GPU Operator", (23, 9), "gpuaas_gpu_operator_olm_channel", "gpuaas_gpu_operator_olm_starting_csv",
         "stable"),
     "nfd": OlmOperator(
         "Node Feature Discovery", OPENSHIFT_MINIMUM, "gpuaas_nfd_olm_channel", "gpuaas_nfd_olm_starting_csv", "stable"),

@@ -242,16 +242,16 @@ def test_install_refuses_an_operand_the_red_hat_kueue_would_refuse_before_any_wr
 
 def test_install_refuses_operators_older_than_the_compatibility_table_before_any_write(
         variant_run_playbook, variant_audit_writes):
-    """GPU Operator v23.9 (a versioned channel), NFD 4.16 (a starting CSV) and Custom Metrics Autoscaler 2.13 (a
+    """GPU Operator v23.6 (a versioned channel), NFD 4.16 (a starting CSV) and Custom Metrics Autoscaler 2.13 (a
     starting CSV; its channel stable names no version): every one below docs/compatibility.md's floors, all three
     reported in one message, nothing written. Versions written here from upstream's names, not from the code."""
     with variant_audit_writes() as window:
         run = variant_run_playbook(INSTALL, extra_vars=install_vars(
-            gpuaas_gpu_operator_olm_channel="v23.9",
+            gpuaas_gpu_operator_olm_channel="v23.6",
             gpuaas_nfd_olm_starting_csv="nfd.4.16.0-202409181642",
             gpuaas_keda_olm_starting_csv="custom-metrics-autoscaler.v2.13.1-427"))
     assert run.rc != 0, run.explain()
-    for refused in ("gpuaas_gpu_operator_olm_channel v23.9 installs the NVIDIA GPU Operator 23.9",
+    for refused in ("gpuaas_gpu_operator_olm_channel v23.6 installs the NVIDIA GPU Operator 23.6",
                     "gpuaas_nfd_olm_starting_csv nfd.4.16.0-202409181642 installs the Node Feature Discovery 4.16",
                     "gpuaas_keda_olm_starting_csv custom-metrics-autoscaler.v2.13.1-427 installs the Custom Metrics "
                     "Autoscaler 2.13"):

@@ -187,9 +187,9 @@ def test_the_roles_refuse_an_operator_older_than_the_table(name, channel, starti
 
 
 @pytest.mark.parametrize("name,channel,starting_csv", [
-    ("gpu_operator", "v23.9", None),
+    ("gpu_operator", "v23.6", None),
     ("gpu_operator", "stable", "gpu-operator-certified.v23.6.2"),
-    ("gpu_operator", "v25.3", "gpu-operator-certified.v23.9.2"),  # the CSV is what installs
+    ("gpu_operator", "v25.3", "gpu-operator-certified.v23.6.1"),  # the CSV is what installs
     ("nfd", "4.16", None),
     ("nfd", "stable", "nfd.4.16.0-202409181642"),
     ("custom_metrics_autoscaler", "stable", "custom-metrics-autoscaler.v2.13.1-427"),

@@ -63,7 +63,7 @@ def test_an_openshift_older_than_the_supported_one_is_reported():
 def test_operators_outside_the_supported_versions_are_reported_together():
     info = {"kubernetes_version": "v1.33.5", "openshift_version": "4.20.3"}
     problems = platform_info.unsupported(info, [
-        {"name": "gpu_operator", "channel": "v23.9", "starting_csv": None},
+        {"name": "gpu_operator", "channel": "v23.6", "starting_csv": None},
         {"name": "nfd", "channel": "stable", "starting_csv": None},
         {"name": "custom_metrics_autoscaler", "channel": "stable", "starting_csv": "custom-metrics-autoscaler.v2.13.1-427"}])
     assert [p.split()[0] for p in problems] == ["gpuaas_gpu_operator_olm_channel", "gpuaas_keda_olm_starting_csv"], problems
