@@ -21,8 +21,12 @@ Each cycle, the committed playbook playbooks/ray_idle_reclaim.yml run the way AW
   source .lab-me/env && make collection && .venv/bin/python bench/ray_wake/run.py --cycles 10
 (KubeRay is started on the lab for the run when the lab does not run it, `lab.sh component kuberay up`, and stopped.
 `make bench-ray-wake RAY_WAKE_ARGS="--cycles 10"` starts its own lab .lab-ray-wake, ports +1050, Kueue, and stops it.)
-Not included: the wait for the scheduled run itself (an AWX schedule every minute adds up to 60 s before step 3's
-run starts; docs/autoscaling.md).
+Without --watch not included: the wait for the scheduled run itself (an AWX schedule every minute adds up to 60 s
+before step 3's run starts). With --watch S (the module's watch_seconds, what a one-minute schedule runs with
+gpuaas_ray_reclaim_watch_seconds): step 3's run starts first and the wake arrives --wake-after seconds into it, as a
+tenant's wake meets a run already watching; t0 is the annotation, so that wait is included.
+
+  .venv/bin/python bench/ray_wake/run.py --cycles 6 --watch 45 --out bench/results/ray-wake-watch.json
 """
 
 from __future__ import annotations
@@ -143,9 +147,11 @@ class Lab:
                     K8S_AUTH_KUBECONFIG=self.kubeconfig, PATH="%s:%s:%s" % (self.dir / "bin", VENV_BIN, os.environ["PATH"]))
 
 
-def playbook(lab: Lab, path: Path, extra_vars: dict, watch=None) -> tuple[dict, float | None]:
+def playbook(lab: Lab, path: Path, extra_vars: dict, watch=None, during=None) -> tuple[dict, float | None]:
     """Run ``path`` with ``extra_vars``; return the JSON callback's report and, with ``watch`` (a predicate), the
-    monotonic time it first held while the run went on (polled every 0.1 s)."""
+    monotonic time it first held while the run went on (polled every 0.1 s). ``during`` = (seconds, action): call
+    ``action`` that many seconds after the run started (the wake arriving while a watching run goes on); ``watch``
+    is polled only after it."""
     with tempfile.TemporaryDirectory() as tmp:
         vars_file = Path(tmp) / "vars.json"
         vars_file.write_text(json.dumps(extra_vars))
@@ -154,9 +160,12 @@ def playbook(lab: Lab, path: Path, extra_vars: dict, watch=None) -> tuple[dict, 
             proc = subprocess.Popen([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", str(path), "-e",
                                      "@%s" % vars_file], stdout=stdout, stderr=subprocess.PIPE, text=True,
                                     env=lab.env(), cwd=str(REPO))
-            seen = None
+            seen, started, acted = None, time.monotonic(), during is None
             while proc.poll() is None:
-                if watch is not None and seen is None and watch():
+                if not acted and time.monotonic() - started >= during[0]:
+                    during[1]()
+                    acted = True
+                if acted and watch is not None and seen is None and watch():
                     seen = time.monotonic()
                 time.sleep(0.1)
             stderr = proc.stderr.read() if proc.stderr else ""
@@ -215,6 +224,11 @@ def main() -> int:  # pylint: disable=too-many-locals,too-many-statements
     ap.add_argument("--window", type=int, default=10, help="idle_scale_to_zero.after_seconds")
     ap.add_argument("--cooldown", type=int, default=10, help="cooldown_period after a wake")
     ap.add_argument("--scrape", type=int, default=5, help="the lab Prometheus' scrape interval (lab/lab.sh)")
+    ap.add_argument("--watch", type=int, default=0,
+                    help="the wake run's watch_seconds: the wake arrives --wake-after s into a run already watching "
+                         "(the AWX schedule with gpuaas_ray_reclaim_watch_seconds); 0: one run started at the wake")
+    ap.add_argument("--wake-after", type=float, default=15.0, help="with --watch: when the wake arrives in the run")
+    ap.add_argument("--watch-interval", type=int, default=2, help="with --watch: seconds between two passes")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "ray-wake.json"))
     args = ap.parse_args()
     meta = results_meta.start(sys.argv)
@@ -276,13 +290,29 @@ def main() -> int:  # pylint: disable=too-many-locals,too-many-statements
                 wait_until(lambda: len([p for p in lab.items("v1", "Pod", batch_t, "app=borrow") if ready(p)]) == WORKERS,
                            120, "the borrowed Jobs to run")
                 before = lab.preempted(batch_t)
-                # 3. the wake: the annotation, then one run of the playbook at once
-                t0 = time.monotonic()
-                lab.res("ray.io/v1", "RayCluster").patch(
-                    name=CLUSTER, namespace=ray_t, content_type="application/merge-patch+json",
-                    body={"metadata": {"annotations": {WAKE: "%d-%d" % (time.time(), cycle)}}})
-                report, t_write = playbook(lab, RECLAIM_PLAYBOOK, reclaim_vars, watch=lambda: next(
-                    (g["replicas"] for g in lab.cluster(ray_t)["spec"]["workerGroupSpecs"] if g["groupName"] == "gpu"), 0) > 0)
+                # 3. the wake: the annotation, then one run of the playbook at once - or, with --watch, the
+                #    annotation while a watching run goes on
+                marks0: dict[str, float] = {}
+
+                def wake() -> None:
+                    marks0["t0"] = time.monotonic()
+                    lab.res("ray.io/v1", "RayCluster").patch(
+                        name=CLUSTER, namespace=ray_t, content_type="application/merge-patch+json",
+                        body={"metadata": {"annotations": {WAKE: "%d-%d" % (time.time(), cycle)}}})
+
+                def restored() -> bool:
+                    return next((g["replicas"] for g in lab.cluster(ray_t)["spec"]["workerGroupSpecs"]
+                                 if g["groupName"] == "gpu"), 0) > 0
+
+                if args.watch:
+                    report, t_write = playbook(lab, RECLAIM_PLAYBOOK, dict(
+                        reclaim_vars, gpuaas_ray_reclaim_watch_seconds=args.watch,
+                        gpuaas_ray_reclaim_watch_interval=args.watch_interval),
+                        watch=restored, during=(args.wake_after, wake))
+                else:
+                    wake()
+                    report, t_write = playbook(lab, RECLAIM_PLAYBOOK, reclaim_vars, watch=restored)
+                t0 = marks0["t0"]
                 t_run = time.monotonic()
                 woke = clusters_result(report)[CLUSTER]
                 if woke["action"] != "wake" or t_write is None:
@@ -366,7 +396,8 @@ def main() -> int:  # pylint: disable=too-many-locals,too-many-statements
     admitted = figures["wake_to_admitted_s"]
     doc = results_meta.finish(meta, runs=len(cycles), figures=figures, extra={
         "cycles": len(cycles), "failure": failure, "window_s": args.window, "cooldown_s": args.cooldown,
-        "scrape_s": args.scrape, "target_p95_s": TARGET_S,
+        "scrape_s": args.scrape, "target_p95_s": TARGET_S, "watch_s": args.watch,
+        "wake_after_s": args.wake_after if args.watch else None, "watch_interval_s": args.watch_interval if args.watch else None,
         "percentiles_s": {k: {"p50": round(statistics.median(figures[k]), 2), "p95": percentile(figures[k], 95),
                               "max": max(figures[k])} for k in keys},
         "target_met": percentile(admitted, 95) <= TARGET_S,

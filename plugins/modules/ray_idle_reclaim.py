@@ -28,7 +28,8 @@ description:
     not have or that asks for no GPU, a cluster without the elastic-job annotation."
   - Writes with server-side apply (field manager C(gpuaas.platform)) only C(spec.workerGroupSpecs) (an atomic list in
     KubeRay's CRD, so applied whole with only the replicas changed) and the one annotation; no ownership labels.
-  - Run it on a schedule, e.g. every minute as an AWX job template (C(playbooks/ray_idle_reclaim.yml), docs/awx.md).
+  - Run it on a schedule, e.g. every minute as an AWX job template (C(playbooks/ray_idle_reclaim.yml), docs/awx.md);
+    with O(watch_seconds) the run keeps watching for most of the period, so a wake does not wait for the next run.
 author:
   - gpuaas.platform contributors (@gpuaas)
 options:
@@ -50,6 +51,18 @@ options:
         than this holds no sample and is refused.
     type: int
     default: 30
+  watch_seconds:
+    description:
+      - After the first pass, keep watching the opted-in clusters for this many seconds (counted from the start),
+        one more pass every O(watch_interval) seconds, so that a tenant's wake is acted on within O(watch_interval)
+        instead of at the next scheduled run. For a job scheduled every minute, C(45) leaves room for start-up.
+      - C(0) is one pass. In check mode the run is always one pass.
+    type: int
+    default: 0
+  watch_interval:
+    description: Seconds between two passes while watching (O(watch_seconds)); each pass reads every opted-in cluster.
+    type: int
+    default: 5
 attributes:
   check_mode:
     description: Decides with the live metrics and sends the writes as server-side dry runs; nothing is written.
@@ -79,6 +92,14 @@ EXAMPLES = r"""
     prometheus: "{{ gpuaas_prometheus }}"
     scrape_interval: 15
 
+- name: The same, scheduled every minute, acting on a wake within 5 s (AWX job template; docs/awx.md)
+  gpuaas.platform.ray_idle_reclaim:
+    tenants: "{{ gpuaas_tenants }}"
+    flavors: "{{ gpuaas_flavors }}"
+    prometheus: "{{ gpuaas_prometheus }}"
+    watch_seconds: 45
+    watch_interval: 5
+
 # inventory: the tenant opts its RayCluster in
 # gpuaas_tenants:
 #   - name: nlp
@@ -105,8 +126,13 @@ clusters:
   elements: dict
   sample: [{"tenant": "nlp", "namespace": "nlp-dev", "name": "tune", "groups": ["gpu"], "action": "reclaim",
             "reason": "every GPU worker (2) at or below 1% for 1800s", "replicas": {"gpu": 2}, "changed": true}]
+passes:
+  description: How many passes the run made (1 without O(watch_seconds) or in check mode).
+  returned: always
+  type: int
+  sample: 9
 warnings:
-  description: Entries skipped (their RayCluster does not exist).
+  description: Entries skipped (their RayCluster does not exist), and why a watch ended early.
   returned: always
   type: list
   elements: str
@@ -147,6 +173,8 @@ def main() -> None:
         priorities={"type": "list", "elements": "dict", "default": []},
         limit_tenants={"type": "list", "elements": "str"},
         scrape_interval={"type": "int", "default": 30},
+        watch_seconds={"type": "int", "default": 0},
+        watch_interval={"type": "int", "default": 5},
     )
     module = GpuaasModule(argument_spec=spec, supports_check_mode=True)
     module.run(work, changed=False)

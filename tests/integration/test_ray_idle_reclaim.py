@@ -28,6 +28,7 @@ import json
 import os
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -53,6 +54,7 @@ TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedu
 IMAGE = "registry.invalid/lab/ray:2.52.0"
 WINDOW, COOLDOWN, SCRAPE = 10, 60, 5  # the lab's Prometheus scrapes every 5 s (lab/lab.sh); the cooldown outlasts the test
 WAKE_BOUND = 30  # issue 25: demand returns -> workers re-admitted within 30 s
+WATCH = 45  # the scheduled run's watch_seconds (a one-minute schedule)
 
 S = uuid.uuid4().hex[:5]
 T_A, T_B = "rr-a-" + S, "rr-b-" + S
@@ -272,13 +274,27 @@ def test_an_idle_raycluster_gives_its_gpus_back_and_a_busy_one_is_never_touched(
 
 
 def test_wake_brings_the_workers_back_through_a_new_slice_and_the_head_never_restarts(scenario, lab, kube, run_playbook):
+    """The wake arrives while a scheduled run is already going (watch_seconds, as the AWX schedule runs it): the
+    run acts on it at its next pass, so the workers are back within WAKE_BOUND of the tenant's annotation."""
     uid = scenario[IDLE]
+    watching: dict = {}
+    runner = threading.Thread(target=lambda: watching.update(run=run_playbook(RECLAIM_PLAYBOOK, extra_vars=dict(
+        INVENTORY, gpuaas_prometheus={"url": lab.prometheus_url}, gpuaas_ray_reclaim_scrape_interval=SCRAPE,
+        gpuaas_ray_reclaim_tenants=[T_A, T_B], gpuaas_ray_reclaim_watch_seconds=WATCH,
+        gpuaas_ray_reclaim_watch_interval=2))))
+    runner.start()
+    time.sleep(WATCH / 3)  # the run has started (ansible start-up) and is watching
     out = kubectl(lab, "-n", NS_A, "annotate", "raycluster", IDLE, "%s=%d" % (WAKE, time.time()), "--overwrite",
                   context=lab.tenant_context)
     assert out.returncode == 0, out.stderr
     start = time.monotonic()
-    woke = reclaim(run_playbook, lab)
+    wait_until(lambda: gpu_replicas(kube, IDLE) == 2, WAKE_BOUND, "the watching run to restore the workers")
+    runner.join(timeout=WATCH + 120)
+    assert not runner.is_alive() and watching["run"].rc == 0, watching.get("run") and watching["run"].explain()
+    [task] = watching["run"].task_results("Reclaim or wake")
+    woke = {c["name"]: c for c in task["clusters"]}
     assert woke[IDLE]["action"] == "wake" and woke[IDLE]["replicas"] == {"gpu": 2}, woke
+    assert task["passes"] > 1, task["passes"]
     assert gpu_replicas(kube, IDLE) == 2
     wait_until(lambda: len([p for p in pods_of(kube, IDLE, "worker") if running(p)]) == 2, WAKE_BOUND,
                "the GPU workers back within %d s of the wake run" % WAKE_BOUND)
@@ -295,7 +311,7 @@ def test_wake_brings_the_workers_back_through_a_new_slice_and_the_head_never_res
     assert not any(c.get("restartCount") for c in head["status"].get("containerStatuses") or [])
     # in cooldown: an immediate run does not reclaim again although the GPUs are idle
     assert reclaim(run_playbook, lab)[IDLE]["action"] == "keep"
-    print("wake (run + re-admission by reclaim + workers Running): %.1f s" % admitted)
+    print("wake (annotation during a watching run -> re-admission by reclaim -> workers Running): %.1f s" % admitted)
 
 
 def test_a_tenant_user_cannot_wake_or_scale_another_tenants_cluster_nor_escape_her_quota(scenario, lab, kube, run_playbook):

@@ -107,6 +107,41 @@ class RayReclaimRun:
         return out
 
 
+    def watch(self, entries: t.Sequence[t.Tuple[str, Autoscaling]], seconds: float, interval: float,
+              diff: bool = False, sleep: t.Callable[[float], None] = time.sleep,
+              monotonic: t.Callable[[], float] = time.monotonic) -> t.Dict[str, t.Any]:
+        """A first pass, then one more every ``interval`` seconds until ``seconds`` have passed since the start.
+
+        Why: a scheduled run acts on a wake only when it starts, so a tenant's wake waits up to the schedule period
+        (AWX: one minute at least). A run that keeps watching for most of its period acts on a wake within
+        ``interval``. Each pass is a whole pass (idle reclaim included, cooldowns respected). A problem in the first
+        pass fails the run as ``run`` does; one in a later pass (a cluster deleted meanwhile) ends the watch with a
+        warning, what was done stays done. ``clusters`` keeps each cluster's last change (else its last row)."""
+        start = monotonic()
+        out = self.run(entries, diff=diff)
+        rows = {(r["namespace"], r["name"]): r for r in out["clusters"]}
+        passes = 1
+        while monotonic() - start + interval < seconds:  # the last pass starts before `seconds`
+            sleep(interval)
+            try:
+                more = self.run(entries, diff=diff)
+            except ValidationError as exc:
+                out["warnings"].append("the watch ended after %d pass(es): %s" % (passes, exc))
+                break
+            passes += 1
+            for row in more["clusters"]:
+                key = (row["namespace"], row["name"])
+                if row["changed"] or not rows.get(key, {}).get("changed"):
+                    rows[key] = row
+            out["changed"] = out["changed"] or more["changed"]
+            out["warnings"].extend(w for w in more["warnings"] if w not in out["warnings"])
+            if diff:
+                out["diff"].extend(more["diff"])
+        out["clusters"] = list(rows.values())
+        out["passes"] = passes
+        return out
+
+
 def run_ray_reclaim(client: t.Any, prometheus: t.Any, params: t.Mapping[str, t.Any], inventory: t.Mapping[str, t.Any],
                     check_mode: bool) -> t.Dict[str, t.Any]:
     """The module's whole run (the inventory variables from ``reconcile/inputs.inventory_from_params``)."""
@@ -117,6 +152,15 @@ def run_ray_reclaim(client: t.Any, prometheus: t.Any, params: t.Mapping[str, t.A
     if unknown:
         raise GpuaasError("limit_tenants names %s, which the inventory does not define" % ", ".join(unknown),
                           hint="defined tenants: %s" % (", ".join(sorted(known)) or "none"))
+    watch_seconds = int(params.get("watch_seconds") or 0)
+    watch_interval = 5 if params.get("watch_interval") is None else int(params["watch_interval"])
+    if watch_seconds < 0 or watch_interval < 1:
+        raise GpuaasError("watch_seconds must be 0 or more and watch_interval 1 or more (got %d and %d)"
+                          % (watch_seconds, watch_interval),
+                          hint="e.g. watch_seconds: 45 and watch_interval: 5 for a run scheduled every minute")
     engine = ApplyEngine(client, check_mode=check_mode)
-    return RayReclaimRun(client, prometheus, engine, int(params.get("scrape_interval") or 30)).run(
-        opted_in(model, wanted), diff=bool(params.get("_diff")))
+    run = RayReclaimRun(client, prometheus, engine, int(params.get("scrape_interval") or 30))
+    entries = opted_in(model, wanted)
+    if watch_seconds and not check_mode:  # a preview is one pass: watching would only repeat it
+        return run.watch(entries, watch_seconds, watch_interval, diff=bool(params.get("_diff")))
+    return dict(run.run(entries, diff=bool(params.get("_diff"))), passes=1)

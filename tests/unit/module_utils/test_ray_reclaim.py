@@ -20,6 +20,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.tenancy 
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.ray_reclaim_runner import (
     RayReclaimRun,
     opted_in,
+    run_ray_reclaim,
 )
 from .fake_kube import FakeClient
 
@@ -310,3 +311,72 @@ def test_the_run_wakes_a_reclaimed_cluster_when_its_tenant_asks():
     out = run(client, {}, now=NOW + 30)
     assert out["clusters"][0]["action"] == "wake" and out["clusters"][0]["replicas"] == {"gpu": 2}
     assert client.store[("RayCluster", "nlp", "tune")]["spec"]["workerGroupSpecs"][0]["replicas"] == 2
+
+
+# --- watching for wakes (watch_seconds) ----------------------------------------------------------------------------
+class Ticks:
+    """A fake monotonic clock and sleep: each sleep advances the clock and runs the scripted event of that tick."""
+
+    def __init__(self, events=None):
+        self.now, self.slept, self.events = 0.0, [], dict(events or {})
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+        event = self.events.pop(len(self.slept), None)
+        if event:
+            event()
+
+
+def watch(client, util, ticks, seconds=45, interval=5, now=NOW):
+    engine = ApplyEngine(client, check_mode=False)
+    return RayReclaimRun(client, FakePrometheus(util), engine, 5, clock=lambda: now).watch(
+        opted_in(model_of(entry())), seconds, interval, diff=True, sleep=ticks.sleep, monotonic=ticks.monotonic)
+
+
+def test_a_watching_run_wakes_the_cluster_at_the_next_pass_not_the_next_run():
+    """Reclaimed in the first pass; the tenant's wake arrives after the third sleep (15 s into the run): the fourth
+    pass restores the 2 recorded workers, the watch goes on to 45 s (9 passes) and writes nothing more."""
+    client = fake_cluster(cluster(), pod("w1"), pod("w2"))
+
+    def tenant_wakes():
+        for name in ("w1", "w2"):
+            del client.store[("Pod", "nlp", name)]
+        client.store[("RayCluster", "nlp", "tune")]["metadata"]["annotations"][rr.WAKE_ANNOTATION] = "now"
+
+    ticks = Ticks({3: tenant_wakes})
+    out = watch(client, {"w1": 0.0, "w2": 0.0}, ticks)
+    assert out["passes"] == 9 and ticks.slept == [5] * 8
+    assert out["changed"] and [(c["name"], c["action"]) for c in out["clusters"]] == [("tune", "wake")]
+    assert client.store[("RayCluster", "nlp", "tune")]["spec"]["workerGroupSpecs"][0]["replicas"] == 2
+    # one reclaim and one wake written, each with its diff; the later passes wrote nothing (cooldown after the wake)
+    assert [d["after"]["spec"]["workerGroupSpecs"][0]["replicas"] for d in out["diff"]] == [0, 2]
+
+
+def test_a_cluster_made_unusable_while_watching_ends_the_watch_and_keeps_what_was_done():
+    """The tenant removes the elastic-job annotation after the second sleep: the third pass finds the problem the
+    first pass would have refused; the watch ends there with a warning, the reclaim of the first pass stays."""
+    client = fake_cluster(cluster(), pod("w1"), pod("w2"))
+    ticks = Ticks({2: lambda: client.store[("RayCluster", "nlp", "tune")]["metadata"]["annotations"].pop(
+        rr.ELASTIC_ANNOTATION)})
+    out = watch(client, {"w1": 0.0, "w2": 0.0}, ticks)
+    assert out["passes"] == 2 and len(ticks.slept) == 2
+    assert out["changed"] and out["clusters"][0]["action"] == "reclaim"
+    assert any("the watch ended after 2 pass(es)" in w for w in out["warnings"]), out["warnings"]
+
+
+def test_watch_settings_are_checked_and_check_mode_is_one_pass():
+    client = fake_cluster(cluster(), pod("w1"), pod("w2"))
+    prometheus = FakePrometheus({"w1": 0.0, "w2": 0.0})
+    base = {"scrape_interval": 5, "_diff": False}
+    for bad in ({"watch_seconds": -1}, {"watch_seconds": 45, "watch_interval": 0}):
+        with pytest.raises(GpuaasError) as info:
+            run_ray_reclaim(client, prometheus, dict(base, **bad), inventory(entry()), check_mode=False)
+        assert "watch_seconds must be 0 or more and watch_interval 1 or more" in str(info.value)
+    assert client.writes == []
+    # check mode: one pass whatever watch_seconds says (a real sleep here would hang the test for 45 s)
+    out = run_ray_reclaim(client, prometheus, dict(base, watch_seconds=45), inventory(entry()), check_mode=True)
+    assert out["passes"] == 1 and client.writes == []
