@@ -106,7 +106,6 @@ class RayReclaimRun:
             out["diff"] = diffs
         return out
 
-
     def watch(self, entries: t.Sequence[t.Tuple[str, Autoscaling]], seconds: float, interval: float,
               diff: bool = False, sleep: t.Callable[[float], None] = time.sleep,
               monotonic: t.Callable[[], float] = time.monotonic) -> t.Dict[str, t.Any]:
