@@ -175,13 +175,17 @@ def playbook(lab: Lab, path: Path, extra_vars: dict, watch=None, during=None) ->
         return json.loads(text[text.find("{"):]), seen
 
 
-def clusters_result(report: dict) -> dict[str, dict]:
+def module_result(report: dict) -> dict:
     for play in report.get("plays", []):
         for task in play.get("tasks", []):
             if "Reclaim or wake" in task.get("task", {}).get("name", ""):
                 [host] = task["hosts"].values()
-                return {c["name"]: c for c in host["clusters"]}
+                return host
     raise RuntimeError("no 'Reclaim or wake' task in the playbook's report")
+
+
+def clusters_result(report: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in module_result(report)["clusters"]}
 
 
 def container(name: str, gpus: int = 0) -> dict:
@@ -314,7 +318,9 @@ def main() -> int:  # pylint: disable=too-many-locals,too-many-statements
                     report, t_write = playbook(lab, RECLAIM_PLAYBOOK, reclaim_vars, watch=restored)
                 t0 = marks0["t0"]
                 t_run = time.monotonic()
-                woke = clusters_result(report)[CLUSTER]
+                # a watching run may reclaim the cluster again once the cooldown is over: its wake is in `changes`
+                woke = next((c for c in module_result(report)["changes"] if c["name"] == CLUSTER
+                             and c["action"] == "wake"), clusters_result(report)[CLUSTER])
                 if woke["action"] != "wake" or t_write is None:
                     raise RuntimeError("the wake run did not wake the cluster: %s" % woke)
 

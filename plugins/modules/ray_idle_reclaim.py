@@ -126,6 +126,13 @@ clusters:
   elements: dict
   sample: [{"tenant": "nlp", "namespace": "nlp-dev", "name": "tune", "groups": ["gpu"], "action": "reclaim",
             "reason": "every GPU worker (2) at or below 1% for 1800s", "replicas": {"gpu": 2}, "changed": true}]
+changes:
+  description: Every reclaim or wake the run wrote (or would write, in check mode), in order, each a row of
+    RV(clusters) with the pass it was made in.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "tune", "namespace": "nlp-dev", "action": "wake", "replicas": {"gpu": 2}, "changed": true, "pass": 4}]
 passes:
   description: How many passes the run made (1 without O(watch_seconds) or in check mode).
   returned: always

@@ -115,10 +115,12 @@ class RayReclaimRun:
         (AWX: one minute at least). A run that keeps watching for most of its period acts on a wake within
         ``interval``. Each pass is a whole pass (idle reclaim included, cooldowns respected). A problem in the first
         pass fails the run as ``run`` does; one in a later pass (a cluster deleted meanwhile) ends the watch with a
-        warning, what was done stays done. ``clusters`` keeps each cluster's last change (else its last row)."""
+        warning, what was done stays done. ``clusters`` keeps each cluster's last change (else its last row), ``changes``
+        every change in order (a wake, then a reclaim once the cooldown is over, are both there)."""
         start = monotonic()
         out = self.run(entries, diff=diff)
         rows = {(r["namespace"], r["name"]): r for r in out["clusters"]}
+        changes = [dict(r, **{"pass": 1}) for r in out["clusters"] if r["changed"]]
         passes = 1
         while monotonic() - start + interval < seconds:  # the last pass starts before `seconds`
             sleep(interval)
@@ -128,6 +130,7 @@ class RayReclaimRun:
                 out["warnings"].append("the watch ended after %d pass(es): %s" % (passes, exc))
                 break
             passes += 1
+            changes.extend(dict(r, **{"pass": passes}) for r in more["clusters"] if r["changed"])
             for row in more["clusters"]:
                 key = (row["namespace"], row["name"])
                 if row["changed"] or not rows.get(key, {}).get("changed"):
@@ -137,7 +140,7 @@ class RayReclaimRun:
             if diff:
                 out["diff"].extend(more["diff"])
         out["clusters"] = list(rows.values())
-        out["passes"] = passes
+        out["passes"], out["changes"] = passes, changes
         return out
 
 
@@ -162,4 +165,5 @@ def run_ray_reclaim(client: t.Any, prometheus: t.Any, params: t.Mapping[str, t.A
     entries = opted_in(model, wanted)
     if watch_seconds and not check_mode:  # a preview is one pass: watching would only repeat it
         return run.watch(entries, watch_seconds, watch_interval, diff=bool(params.get("_diff")))
-    return dict(run.run(entries, diff=bool(params.get("_diff"))), passes=1)
+    out = run.run(entries, diff=bool(params.get("_diff")))
+    return dict(out, passes=1, changes=[dict(r, **{"pass": 1}) for r in out["clusters"] if r["changed"]])

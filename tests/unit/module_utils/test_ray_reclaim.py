@@ -354,6 +354,7 @@ def test_a_watching_run_wakes_the_cluster_at_the_next_pass_not_the_next_run():
     assert client.store[("RayCluster", "nlp", "tune")]["spec"]["workerGroupSpecs"][0]["replicas"] == 2
     # one reclaim and one wake written, each with its diff; the later passes wrote nothing (cooldown after the wake)
     assert [d["after"]["spec"]["workerGroupSpecs"][0]["replicas"] for d in out["diff"]] == [0, 2]
+    assert [(c["action"], c["pass"]) for c in out["changes"]] == [("reclaim", 1), ("wake", 4)]
 
 
 def test_a_cluster_made_unusable_while_watching_ends_the_watch_and_keeps_what_was_done():
