@@ -147,11 +147,11 @@ class Lab:
                     K8S_AUTH_KUBECONFIG=self.kubeconfig, PATH="%s:%s:%s" % (self.dir / "bin", VENV_BIN, os.environ["PATH"]))
 
 
-def playbook(lab: Lab, path: Path, extra_vars: dict, watch=None, during=None) -> tuple[dict, float | None]:
+def playbook(lab: Lab, path: Path, extra_vars: dict, watch=None, during=None, poll=None) -> tuple[dict, float | None]:
     """Run ``path`` with ``extra_vars``; return the JSON callback's report and, with ``watch`` (a predicate), the
     monotonic time it first held while the run went on (polled every 0.1 s). ``during`` = (seconds, action): call
     ``action`` that many seconds after the run started (the wake arriving while a watching run goes on); ``watch``
-    is polled only after it."""
+    is polled only after it, and so is ``poll`` (a callable recording its own marks while the run goes on)."""
     with tempfile.TemporaryDirectory() as tmp:
         vars_file = Path(tmp) / "vars.json"
         vars_file.write_text(json.dumps(extra_vars))
@@ -167,6 +167,8 @@ def playbook(lab: Lab, path: Path, extra_vars: dict, watch=None, during=None) ->
                     acted = True
                 if acted and watch is not None and seen is None and watch():
                     seen = time.monotonic()
+                if acted and poll is not None:
+                    poll()
                 time.sleep(0.1)
             stderr = proc.stderr.read() if proc.stderr else ""
         text = out.read_text()
@@ -308,22 +310,6 @@ def main() -> int:  # pylint: disable=too-many-locals,too-many-statements
                     return next((g["replicas"] for g in lab.cluster(ray_t)["spec"]["workerGroupSpecs"]
                                  if g["groupName"] == "gpu"), 0) > 0
 
-                if args.watch:
-                    report, t_write = playbook(lab, RECLAIM_PLAYBOOK, dict(
-                        reclaim_vars, gpuaas_ray_reclaim_watch_seconds=args.watch,
-                        gpuaas_ray_reclaim_watch_interval=args.watch_interval),
-                        watch=restored, during=(args.wake_after, wake))
-                else:
-                    wake()
-                    report, t_write = playbook(lab, RECLAIM_PLAYBOOK, reclaim_vars, watch=restored)
-                t0 = marks0["t0"]
-                t_run = time.monotonic()
-                # a watching run may reclaim the cluster again once the cooldown is over: its wake is in `changes`
-                woke = next((c for c in module_result(report)["changes"] if c["name"] == CLUSTER
-                             and c["action"] == "wake"), clusters_result(report)[CLUSTER])
-                if woke["action"] != "wake" or t_write is None:
-                    raise RuntimeError("the wake run did not wake the cluster: %s" % woke)
-
                 def slice_admitted():
                     return next((w for w in lab.items(KUEUE, "Workload", ray_t)
                                  if any(o.get("uid") == uid for o in w["metadata"].get("ownerReferences") or [])
@@ -331,8 +317,6 @@ def main() -> int:  # pylint: disable=too-many-locals,too-many-statements
                                  and (w["metadata"].get("annotations") or {}).get(REPLACEMENT_FOR)
                                  and cond(w, "Admitted").get("status") == "True"), None)
 
-                wait_until(slice_admitted, 180, "the new slice to be admitted", interval=0.1)
-                t_adm = time.monotonic()
                 # after admission, where the time goes: Kueue lifting the workers' elastic-job gate, the scheduler
                 # binding them, KWOK (the SIMULATED kubelet) reporting them Running and Ready
                 marks: dict[str, float] = {}
@@ -345,6 +329,38 @@ def main() -> int:  # pylint: disable=too-many-locals,too-many-statements
                         if mark not in marks and len([p for p in pods if test(p)]) == WORKERS:
                             marks[mark] = now
                     return "ready" in marks
+
+                if args.watch:
+                    # the run goes on after the wake (it watches): write, admission and workers are marked meanwhile
+                    def poll() -> None:
+                        now = time.monotonic()
+                        if "write" not in marks and restored():
+                            marks["write"] = now
+                        if "write" in marks and "admitted" not in marks and slice_admitted():
+                            marks["admitted"] = now
+                        if "admitted" in marks and "ready" not in marks:
+                            workers_ready()
+
+                    report, _ = playbook(lab, RECLAIM_PLAYBOOK, dict(
+                        reclaim_vars, gpuaas_ray_reclaim_watch_seconds=args.watch,
+                        gpuaas_ray_reclaim_watch_interval=args.watch_interval),
+                        during=(args.wake_after, wake), poll=poll)
+                    t_write = marks.get("write")
+                else:
+                    wake()
+                    report, t_write = playbook(lab, RECLAIM_PLAYBOOK, reclaim_vars, watch=restored)
+                t0 = marks0["t0"]
+                t_run = time.monotonic()
+                # a watching run may reclaim the cluster again once the cooldown is over: its wake is in `changes`
+                woke = next((c for c in module_result(report)["changes"] if c["name"] == CLUSTER
+                             and c["action"] == "wake"), clusters_result(report)[CLUSTER])
+                if woke["action"] != "wake" or t_write is None:
+                    raise RuntimeError("the wake run did not wake the cluster: %s" % woke)
+
+                if "admitted" not in marks:
+                    wait_until(slice_admitted, 180, "the new slice to be admitted", interval=0.1)
+                    marks["admitted"] = time.monotonic()
+                t_adm = marks["admitted"]
 
                 wait_until(workers_ready, 180, "the workers Running", interval=0.1)
                 t_ready = marks["ready"]
