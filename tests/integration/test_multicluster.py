@@ -101,13 +101,18 @@ def fleet(lab, worker_lab, kube, worker_kube, run_playbook):
     worker_objs = [o for w in model.fleet.workers
                    for o in multikueue.worker_objects(model, w, frameworks=multikueue.MULTIKUEUE_FRAMEWORKS)]
     for client, objs in ((kube, manager_objs), (worker_kube, worker_objs)):
-        for obj in reversed(objs):
-            meta = obj["metadata"]
-            try:
-                client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).delete(
-                    name=meta["name"], namespace=meta.get("namespace"))
-            except NotFoundError:
-                pass
+        _cleanup(client, objs)
+
+
+def _cleanup(client, objs):
+    """Delete ``objs`` from ``client``'s cluster, last first, whatever is already gone."""
+    for obj in reversed(objs):
+        meta = obj["metadata"]
+        try:
+            client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).delete(
+                name=meta["name"], namespace=meta.get("namespace"))
+        except NotFoundError:
+            pass
 
 
 def test_one_playbook_run_connects_the_fleet(fleet, kube, worker_kube):

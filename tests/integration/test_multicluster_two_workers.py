@@ -38,7 +38,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 
 from conftest import (REPO, _audit_window_factory, apiserver_cmdline, kwok_job,  # pylint: disable=import-error
                       lab_component, process_gone, start_apiserver, wait_until)
-from test_multicluster import _condition, module_result, writes  # pylint: disable=import-error
+from test_multicluster import _cleanup, _condition, module_result, writes  # pylint: disable=import-error
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import multikueue
@@ -80,16 +80,6 @@ def fleet_vars(lab, worker_lab, worker2_lab, **extra):
 
 def _active(kube, name):
     return (_condition(kube, "MultiKueueCluster", name) or {}).get("status") == "True"
-
-
-def _cleanup(client, objs):
-    for obj in reversed(objs):
-        meta = obj["metadata"]
-        try:
-            client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).delete(
-                name=meta["name"], namespace=meta.get("namespace"))
-        except NotFoundError:
-            pass
 
 
 @pytest.fixture(scope="module")

@@ -161,9 +161,6 @@ def run_ray_reclaim(client: t.Any, prometheus: t.Any, params: t.Mapping[str, t.A
                           % (watch_seconds, watch_interval),
                           hint="e.g. watch_seconds: 45 and watch_interval: 5 for a run scheduled every minute")
     engine = ApplyEngine(client, check_mode=check_mode)
-    run = RayReclaimRun(client, prometheus, engine, int(params.get("scrape_interval") or 30))
-    entries = opted_in(model, wanted)
-    if watch_seconds and not check_mode:  # a preview is one pass: watching would only repeat it
-        return run.watch(entries, watch_seconds, watch_interval, diff=bool(params.get("_diff")))
-    out = run.run(entries, diff=bool(params.get("_diff")))
-    return dict(out, passes=1, changes=[dict(r, **{"pass": 1}) for r in out["clusters"] if r["changed"]])
+    # watch_seconds 0 (or a preview: watching would only repeat it) is one pass of the same loop
+    return RayReclaimRun(client, prometheus, engine, int(params.get("scrape_interval") or 30)).watch(
+        opted_in(model, wanted), 0 if check_mode else watch_seconds, watch_interval, diff=bool(params.get("_diff")))
