@@ -7,8 +7,8 @@
 `audit_writes`   context manager: which write requests reached the apiserver inside the block
 
 Plain helpers (``from conftest import ...``): ``wait_until``, ``local_play`` (the playbook header), ``kube_get``,
-``kube_items``, ``kube_resource`` (the dynamic client), ``promql`` (the lab's Prometheus), ``site_inventory`` (an
-inventory directory), ``kwok_job`` (a one-pod Job KWOK runs for an hour), ``expect_steady`` (reach a state and hold
+``kube_items``, ``kube_resource`` (the dynamic client), ``create_namespace`` (and wait until Kueue's pod webhook
+sees it), ``promql`` (the lab's Prometheus), ``site_inventory`` (an inventory directory), ``kwok_job`` (a one-pod Job KWOK runs for an hour), ``expect_steady`` (reach a state and hold
 it) and ``active_cluster_queues``.
 
 The variant lab (`make lab-variant-up`: LAB_FLAVOR=openshift with the real Kueue installed through the collection's
@@ -113,6 +113,35 @@ def kube_get(kube, api_version: str, kind: str, name: str, namespace: str | None
         return kube_resource(kube, api_version, kind).get(name=name, namespace=namespace).to_dict()
     except NotFoundError:
         return None
+
+
+def create_namespace(kube, name: str, labels: dict[str, str] | None = None, timeout: float = 60) -> None:
+    """Create a Namespace and return once Kueue's pod webhook sees it.
+
+    Kueue's mutating pod webhook (mpod.kb.io) reads every new pod's Namespace from its informer cache
+    (kueue pkg/controller/jobs/pod/pod_webhook.go), so a pod created right after its namespace is refused with
+    'Namespace "x" not found' until that cache catches up: on a real cluster too, and in CI (five labs on two
+    cores) the lag outlasted the tests' first pod. A server-side dry run of a pod goes through the same webhook and
+    writes nothing; any answer but that NotFound means Kueue has seen the namespace (or does not run)."""
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    kube_resource(kube, "v1", "Namespace").create(body={"metadata": {"name": name, "labels": dict(labels or {})}})
+    pods = kube_resource(kube, "v1", "Pod")
+    probe = {"metadata": {"name": "kueue-cache-probe"},
+             "spec": {"containers": [{"name": "probe", "image": "registry.invalid/probe:1"}]}}
+
+    def seen() -> bool:
+        try:
+            pods.create(namespace=name, body=probe, dry_run="All")
+        except NotFoundError as err:
+            if "Namespace" not in str(err.body):
+                raise
+            return False
+        except Exception:  # refused by an admission policy etc.: the webhook ran past its namespace read
+            return True
+        return True
+
+    wait_until(seen, timeout, "Kueue's pod webhook to see namespace %s" % name)
 
 
 def kube_items(kube, api_version: str, kind: str, namespace: str | None = None,

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import promql, wait_until as _wait_until
+from conftest import create_namespace, promql, wait_until as _wait_until
 
 PREFIX = "itlab-"
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def namespace(kube):
     ns = kube.resources.get(api_version="v1", kind="Namespace")
     # gpuaas.io/platform: these tests exercise the lab itself, so the tenants' admission policy (which refuses GPU
     # pods outside tenant namespaces once a tenancy is on the lab) leaves the namespace alone (issue 11)
-    ns.create(body={"metadata": {"name": name, "labels": {"gpuaas.io/platform": "lab-test"}}})
+    create_namespace(kube, name, {"gpuaas.io/platform": "lab-test"})
     yield name
     ns.delete(name=name)
 

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
-from conftest import require_component
+from conftest import create_namespace, require_component
 from conftest import kube_get as get, kube_items as items, kube_resource as res, promql, wait_until
 
 PREFIX = "itctl-"
@@ -64,7 +64,7 @@ def make_namespace(kube, name, tenant=True):
     labels = {"lab.gpuaas.io/test": "controllers"}
     if tenant:
         labels["gpuaas.io/tenant"] = name
-    res(kube, "v1", "Namespace").create(body={"metadata": {"name": name, "labels": labels}})
+    create_namespace(kube, name, labels)
 
 
 def gpu_job(name, namespace, queue, gpus, run_seconds):

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from test_lab import wait_until  # noqa: F401  pylint: disable=import-error
-from conftest import local_play, promql
+from conftest import create_namespace, local_play, promql
 
 NS = "itpq-%s" % uuid.uuid4().hex[:5]
 
@@ -27,7 +27,7 @@ def three_gpu_pod(kube, lab):
     """One pod holding 3 GPUs at 42 % and a Secret with a bearer token, in a namespace of its own."""
     ns_api = kube.resources.get(api_version="v1", kind="Namespace")
     # gpuaas.io/platform: a probe pod of the lab, left alone by the tenants' admission policy (issue 11)
-    ns_api.create(body={"metadata": {"name": NS, "labels": {"gpuaas.io/platform": "lab-test"}}})
+    create_namespace(kube, NS, {"gpuaas.io/platform": "lab-test"})
     kube.resources.get(api_version="v1", kind="Pod").create(namespace=NS, body={
         "metadata": {"name": "probe", "annotations": {"lab.gpuaas.io/gpu-util": "42"}},
         "spec": {"nodeName": "gpu-h100-0", "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],

@@ -240,43 +240,50 @@ def test_a_rayjob_runs_cluster_and_submitter_under_quota_and_the_next_waits_unti
     kube = tenant
     first, second = "rj-first-" + S, "rj-second-" + S
 
-    created = as_tenant(lab, rayjob(first, GPUS))
-    assert created["spec"].get("suspend") is True, "Kueue's webhook did not suspend the RayJob on creation"
-    uid = created["metadata"]["uid"]
-    wl = wait_until(lambda: admitted_workload(kube, uid), 60, "Kueue to admit the first RayJob's Workload")
-    counts = {ps["name"]: ps["count"] for ps in wl["spec"]["podSets"]}
-    assert counts == {"head": 1, "gpu": GPUS, "submitter": 1}, counts
+    # The RayJobs are deleted whatever happens: a failure here must not leave them holding the tenant's GPUs for the
+    # tests after it (in CI a failed run of this test also failed the elastic test that follows).
+    try:
+        created = as_tenant(lab, rayjob(first, GPUS))
+        assert created["spec"].get("suspend") is True, "Kueue's webhook did not suspend the RayJob on creation"
+        uid = created["metadata"]["uid"]
+        wl = wait_until(lambda: admitted_workload(kube, uid), 60, "Kueue to admit the first RayJob's Workload")
+        counts = {ps["name"]: ps["count"] for ps in wl["spec"]["podSets"]}
+        assert counts == {"head": 1, "gpu": GPUS, "submitter": 1}, counts
 
-    cluster = wait_until(lambda: get_rayjob(kube, first).get("status", {}).get("rayClusterName"), 60,
-                         "KubeRay to create the RayJob's RayCluster")
-    wait_until(lambda: running(kube, cluster, GPUS), 120, "the RayJob's cluster ready with %d GPU workers" % GPUS)
-    submitter = wait_until(lambda: [p.to_dict() for p in api(kube, "v1", "Pod").get(
-        namespace=NS, label_selector="job-name=%s" % first).items], 120, "KubeRay's submitter Job to get a pod")
-    assert not submitter[0]["spec"]["containers"][0]["resources"].get("limits", {}).get("nvidia.com/gpu")
+        cluster = wait_until(lambda: get_rayjob(kube, first).get("status", {}).get("rayClusterName"), 60,
+                             "KubeRay to create the RayJob's RayCluster")
+        wait_until(lambda: running(kube, cluster, GPUS), 120, "the RayJob's cluster ready with %d GPU workers" % GPUS)
+        submitter = wait_until(lambda: [p.to_dict() for p in api(kube, "v1", "Pod").get(
+            namespace=NS, label_selector="job-name=%s" % first).items], 120, "KubeRay's submitter Job to get a pod")
+        assert not submitter[0]["spec"]["containers"][0]["resources"].get("limits", {}).get("nvidia.com/gpu")
 
-    created2 = as_tenant(lab, rayjob(second, 1))
-    uid2 = created2["metadata"]["uid"]
-    wl2 = wait_until(lambda: next((w for w in workloads_of(kube, uid2) if cond(w, "QuotaReserved")), None), 60,
-                     "Kueue to evaluate the second RayJob")
-    assert cond(wl2, "QuotaReserved")["status"] == "False", wl2["status"]
-    assert not (get_rayjob(kube, second).get("status") or {}).get("rayClusterName"), \
-        "KubeRay created a RayCluster for a RayJob Kueue has not admitted"
+        created2 = as_tenant(lab, rayjob(second, 1))
+        uid2 = created2["metadata"]["uid"]
+        wl2 = wait_until(lambda: next((w for w in workloads_of(kube, uid2) if cond(w, "QuotaReserved")), None), 60,
+                         "Kueue to evaluate the second RayJob")
+        assert cond(wl2, "QuotaReserved")["status"] == "False", wl2["status"]
+        assert not (get_rayjob(kube, second).get("status") or {}).get("rayClusterName"), \
+            "KubeRay created a RayCluster for a RayJob Kueue has not admitted"
 
-    def first_ended():
-        job = get_rayjob(kube, first)
-        return job if job.get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed") else None
+        def first_ended():
+            job = get_rayjob(kube, first)
+            return job if job.get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed") else None
 
-    ended = wait_until(first_ended, 150, "the first RayJob to end")
-    # the lab's limit, stated rather than hidden: no Ray job exists behind the KWOK head pod
-    assert ended["status"]["jobDeploymentStatus"] == "Failed", ended["status"]
-    wait_until(lambda: cond(next(iter(workloads_of(kube, uid)), None), "Finished").get("status") == "True", 60,
-               "the first RayJob's Workload to finish")
-    wait_until(lambda: admitted_workload(kube, uid2), 120, "the second RayJob to be admitted once quota frees")
-    cluster2 = wait_until(lambda: get_rayjob(kube, second).get("status", {}).get("rayClusterName"), 60,
-                          "KubeRay to create the second RayJob's RayCluster")
-    wait_until(lambda: running(kube, cluster2, 1), 120, "the second RayJob's cluster ready")
-    for name in (first, second):
-        api(kube, "ray.io/v1", "RayJob").delete(name=name, namespace=NS)
+        ended = wait_until(first_ended, 150, "the first RayJob to end")
+        # the lab's limit, stated rather than hidden: no Ray job exists behind the KWOK head pod
+        assert ended["status"]["jobDeploymentStatus"] == "Failed", ended["status"]
+        wait_until(lambda: cond(next(iter(workloads_of(kube, uid)), None), "Finished").get("status") == "True", 60,
+                   "the first RayJob's Workload to finish")
+        wait_until(lambda: admitted_workload(kube, uid2), 120, "the second RayJob to be admitted once quota frees")
+        cluster2 = wait_until(lambda: get_rayjob(kube, second).get("status", {}).get("rayClusterName"), 60,
+                              "KubeRay to create the second RayJob's RayCluster")
+        wait_until(lambda: running(kube, cluster2, 1), 120, "the second RayJob's cluster ready")
+    finally:
+        for name in (first, second):
+            try:
+                api(kube, "ray.io/v1", "RayJob").delete(name=name, namespace=NS)
+            except NotFoundError:
+                pass
 
 
 ELASTIC = "kueue.x-k8s.io/elastic-job"  # Kueue's annotation (and pod scheduling gate) of elastic jobs

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from test_lab import wait_until  # noqa: F401  pylint: disable=import-error
-from conftest import local_play, promql
+from conftest import create_namespace, local_play, promql
 
 REPO = Path(__file__).resolve().parents[2]
 ID = uuid.uuid4().hex[:5]
@@ -51,7 +51,7 @@ def gpu_workloads(kube, lab):
     # gpuaas.io/platform: bare GPU pods pinned to a node give exactly known GPUs to measure; the tenants' admission
     # policy refuses GPU pods outside Kueue in every other namespace (issue 11). The tenant mapping comes from TENANTS.
     for ns in (BUSY_NS, IDLE_NS, OTHER_NS):
-        ns_api.create(body={"metadata": {"name": ns, "labels": {"gpuaas.io/platform": "lab-test"}}})
+        create_namespace(kube, ns, {"gpuaas.io/platform": "lab-test"})
     pods = [gpu_pod("train-0", BUSY_NS, 2, "85", "40000"), gpu_pod("notebook-0", IDLE_NS, 1, "0", "1000"),
             gpu_pod("etl-0", OTHER_NS, 1, "30", "2000")]
     for pod in pods:
