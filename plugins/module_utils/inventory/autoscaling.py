@@ -55,6 +55,35 @@ LOAD_KEYS = ("query", "target_per_replica", "activation_threshold")
 DEPLOYMENT_POD_NAME_PREFIX = 46
 
 
+def entry_namespace(entry: t.Mapping[str, t.Any], namespaces: t.Sequence[str]) -> t.Optional[str]:
+    """The namespace of an autoscaling entry: its own ``namespace``, else the tenant's only namespace (None when the
+    tenant has several and the entry names none)."""
+    namespace = entry.get("namespace")
+    if namespace is None and len(namespaces) == 1:
+        namespace = namespaces[0]
+    return namespace
+
+
+def ray_reclaim_namespaces(tenants: t.Sequence[t.Any]) -> t.List[str]:
+    """The namespaces of the RayClusters that present tenants opted in to idle reclaim (an autoscaling entry whose
+    target kind is RayCluster), sorted and unique. Read from the raw ``gpuaas_tenants`` by the roles that bind the
+    reclaim account there and render its AAP job (filter ``gpuaas.platform.ray_reclaim_namespaces``); entries the
+    inventory validation would refuse are left out, never guessed."""
+    found = set()
+    for tenant in tenants if isinstance(tenants, (list, tuple)) else []:
+        if not isinstance(tenant, t.Mapping) or tenant.get("state", "present") == "absent":
+            continue
+        namespaces = [n for n in tenant.get("namespaces") or [] if isinstance(n, str)]
+        for entry in tenant.get("autoscaling") or []:
+            target = entry.get("target") if isinstance(entry, t.Mapping) else None
+            if not isinstance(target, t.Mapping) or target.get("kind") != RAY_CLUSTER_KIND:
+                continue
+            namespace = entry_namespace(entry, namespaces)
+            if namespace in namespaces:
+                found.add(namespace)
+    return sorted(found)
+
+
 def parse_autoscaling_list(check: Validator, path: str, value: t.Any, namespaces: t.List[str],
                            prometheus_url: t.Optional[str], ray: bool = True) -> t.List[Autoscaling]:
     """A tenant's autoscaling entries, each in one of its ``namespaces``; idle and load read ``prometheus_url``.
@@ -64,9 +93,7 @@ def parse_autoscaling_list(check: Validator, path: str, value: t.Any, namespaces
     seen: t.Dict[t.Tuple[str, str], int] = {}
     for j, apath, data in check.items(path, value, AUTOSCALING_KEYS):
         name = check.name(apath + ".name", data.get("name"))
-        namespace = data.get("namespace")
-        if namespace is None and len(namespaces) == 1:
-            namespace = namespaces[0]
+        namespace = entry_namespace(data, namespaces)
         if namespace not in namespaces:
             check.unknown_ref(apath + ".namespace", str(namespace), namespaces, "tenant namespace")
             namespace = None

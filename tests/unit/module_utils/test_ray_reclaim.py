@@ -11,7 +11,7 @@ import json
 import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.autoscaling import parse_autoscaling
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.autoscaling import parse_autoscaling, ray_reclaim_namespaces
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import InventoryError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
@@ -381,3 +381,31 @@ def test_watch_settings_are_checked_and_check_mode_is_one_pass():
     # check mode: one pass whatever watch_seconds says (a real sleep here would hang the test for 45 s)
     out = run_ray_reclaim(client, prometheus, dict(base, watch_seconds=45), inventory(entry()), check_mode=True)
     assert out["passes"] == 1 and client.writes == []
+
+
+def test_the_opted_in_namespaces_the_roles_read_are_those_of_the_validated_model():
+    """Filter gpuaas.platform.ray_reclaim_namespaces (automation_rbac binds the reclaim account there, aap_config renders
+    the job only when it is not empty) reads the raw gpuaas_tenants: it must name exactly the namespaces of the
+    RayClusters the validated model opts in, absent tenants and KEDA targets left out (issue 21: one rule)."""
+    tenants = [
+        {"name": "nlp", "namespaces": ["nlp"], "autoscaling": [entry(namespace=None)]},  # the only namespace
+        {"name": "cv", "namespaces": ["cv-a", "cv-b"], "autoscaling": [
+            entry(name="r", namespace="cv-b", target={"kind": "RayCluster", "name": "r"}),
+            {"name": "web", "namespace": "cv-a", "target": {"kind": "Deployment", "name": "web"},
+             "idle_scale_to_zero": {"after_minutes": 5}}]},
+        {"name": "gone", "namespaces": ["gone"], "state": "absent", "autoscaling": [entry(namespace="gone")]},
+        {"name": "plain", "namespaces": ["plain"]},
+    ]
+    assert ray_reclaim_namespaces(tenants) == ["cv-b", "nlp"]
+    model = TenantModel.from_inventory({"gpuaas_prometheus": {"url": PROM}, "gpuaas_tenants": copy.deepcopy(tenants)})
+    from_model = sorted({r.namespace for tenant in model.present_tenants for r in tenant.ray_reclaim})
+    assert ray_reclaim_namespaces(tenants) == from_model
+
+
+def test_the_opted_in_namespaces_never_guess_where_validation_would_refuse():
+    """An entry without a namespace in a tenant of several, or naming another tenant's namespace, binds nothing."""
+    tenants = [{"name": "cv", "namespaces": ["cv-a", "cv-b"], "autoscaling": [
+        entry(namespace=None), entry(name="x", namespace="nlp", target={"kind": "RayCluster", "name": "x"})]},
+        "not a tenant", {"name": "odd", "namespaces": ["odd"], "autoscaling": ["not an entry", {"target": "RayCluster"}]}]
+    assert ray_reclaim_namespaces(tenants) == []
+    assert ray_reclaim_namespaces(None) == []
