@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""MultiKueue dispatch latency on two labs (issue 27): a manager lab and a worker lab, the fleet converged through
-the collection's entry point (playbooks/multicluster.yml, as an admin runs it), then N tenant Jobs submitted on the
-manager one after the other. Per Job:
+"""MultiKueue dispatch latency (issue 27): a manager lab and one or more worker labs (``--worker`` per worker), the
+fleet converged through the collection's entry point (playbooks/multicluster.yml, as an admin runs it), then N
+tenant Jobs submitted on the manager one after the other. Per Job:
 
-  dispatch  = the Job created on the manager -> its copy exists on the worker (MultiKueue created it)
+  dispatch  = the Job created on the manager -> its copy exists on a worker (MultiKueue created it; which worker is
+              recorded: with two workers MultiKueue copies the Workload to both, the first to admit keeps it)
   admitted  = the Job created on the manager -> the manager's Workload Admitted (the worker's Kueue admitted the
               copy and MultiKueue reported it back)
   completed = the Job created on the manager -> the manager's Job has succeeded=1 (status flowed back)
@@ -17,6 +18,9 @@ load before/after) and the Kueue version; docs/benchmarks.md ("MultiKueue dispat
   make collection
   .venv/bin/python bench/multicluster/dispatch.py --manager .lab-mgr --worker .lab-mgr-worker --jobs 20 \\
       --out bench/multicluster/results/dispatch.json
+  # two workers: also `make lab-worker2-up LAB_WORKER2_DIR=$PWD/.lab-mgr-worker2 LAB_PORT_OFFSET=2800`, then
+  .venv/bin/python bench/multicluster/dispatch.py --manager .lab-mgr --worker .lab-mgr-worker \\
+      --worker .lab-mgr-worker2 --jobs 20 --out bench/multicluster/results/dispatch-two-workers.json
 """
 
 from __future__ import annotations
@@ -57,7 +61,12 @@ def client(env: dict):
     return dynamic.DynamicClient(config.new_client_from_config(config_file=env["KUBECONFIG"], context="lab-admin"))
 
 
-def fleet_vars(manager: dict, worker: dict, state: str = "present") -> dict:
+def worker_name(index: int) -> str:
+    """bench-worker for the first worker (the name of the one-worker results), bench-worker-2 and on after it."""
+    return "bench-worker" if index == 0 else "bench-worker-%d" % (index + 1)
+
+
+def fleet_vars(manager: dict, workers: list, state: str = "present") -> dict:
     return {
         "gpuaas_platform": "kubernetes",
         "gpuaas_flavors": [{"name": FLAVOR, "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
@@ -67,10 +76,11 @@ def fleet_vars(manager: dict, worker: dict, state: str = "present") -> dict:
                                                                         "memory": "64Gi"}}]}],
         "gpuaas_clusters": {
             "manager": {"name": "bench-manager", "auth": {"kubeconfig": manager["KUBECONFIG"], "context": "lab-admin"}},
-            "workers": [{"name": "bench-worker", "api_server": worker["LAB_APISERVER"],
+            "workers": [{"name": worker_name(i), "api_server": worker["LAB_APISERVER"],
                          "auth": {"kubeconfig": worker["KUBECONFIG"], "context": "lab-admin"},
                          "flavors": [{"name": FLAVOR, "capacity": {"nvidia.com/gpu": 16, "cpu": 448,
-                                                                    "memory": "4Ti"}}]}]},
+                                                                    "memory": "4Ti"}}]}
+                        for i, worker in enumerate(workers)]},
     }
 
 
@@ -121,6 +131,14 @@ def admitted(kube, name: str) -> bool:
     return False
 
 
+def assigned_cluster(kube, name: str) -> str | None:
+    """The worker the manager's Workload of Job ``name`` is assigned to (Workload status.clusterName, Kueue v1beta2)."""
+    for wl in kube.resources.get(api_version=KUEUE, kind="Workload").get(namespace=TENANT).items:
+        if name in [o.name for o in (wl.metadata.ownerReferences or [])]:
+            return (wl.to_dict().get("status") or {}).get("clusterName")
+    return None
+
+
 def percentile(values: list, q: float) -> float:
     """Nearest-rank percentile (q in 0..100), as bench/fairness/metrics.py."""
     ordered = sorted(values)
@@ -136,19 +154,23 @@ def stats(values: list) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--manager", required=True, type=Path, help="the manager lab's LAB_DIR")
-    parser.add_argument("--worker", required=True, type=Path, help="the worker lab's LAB_DIR")
+    parser.add_argument("--worker", required=True, type=Path, action="append",
+                        help="a worker lab's LAB_DIR (repeat for each worker)")
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    manager_env, worker_env = lab_env(args.manager), lab_env(args.worker)
-    manager, worker = client(manager_env), client(worker_env)
+    manager_env, worker_envs = lab_env(args.manager), [lab_env(w) for w in args.worker]
+    manager = client(manager_env)
+    names = [worker_name(i) for i in range(len(worker_envs))]
     load_before = os.getloadavg()
-    converge = playbook(manager_env, fleet_vars(manager_env, worker_env))
-    wait_until(lambda: any(c.type == "Active" and c.status == "True" for c in (
-        manager.resources.get(api_version=KUEUE, kind="MultiKueueCluster").get(name="bench-worker").status.conditions
-        or [])), 120, "MultiKueueCluster bench-worker Active")
+    converge = playbook(manager_env, fleet_vars(manager_env, worker_envs))
+    for cluster in names:
+        wait_until(lambda cluster=cluster: any(c.type == "Active" and c.status == "True" for c in (
+            manager.resources.get(api_version=KUEUE, kind="MultiKueueCluster").get(name=cluster).status.conditions
+            or [])), 120, "MultiKueueCluster %s Active" % cluster)
     jobs = manager.resources.get(api_version="batch/v1", kind="Job")
-    worker_jobs = worker.resources.get(api_version="batch/v1", kind="Job")
+    worker_jobs = {cluster: client(env).resources.get(api_version="batch/v1", kind="Job")
+                   for cluster, env in zip(names, worker_envs)}
     samples = []
     try:
         for _ in range(args.jobs):
@@ -157,24 +179,31 @@ def main() -> None:
             jobs.create(body=job(name), namespace=TENANT)
 
             def copied(job_name=name):
-                try:
-                    return worker_jobs.get(name=job_name, namespace=TENANT)
-                except NotFoundError:
-                    return None
-            wait_until(copied, 120, "the copy of %s on the worker" % name)
+                for cluster, worker_api in worker_jobs.items():
+                    try:
+                        worker_api.get(name=job_name, namespace=TENANT)
+                        return cluster
+                    except NotFoundError:
+                        continue
+                return None
+            copied_to = wait_until(copied, 120, "the copy of %s on a worker" % name)
             dispatch = time.monotonic() - start
             wait_until(lambda job_name=name: admitted(manager, job_name), 120, "%s admitted" % name)
             admit = time.monotonic() - start
             wait_until(lambda job_name=name: (jobs.get(name=job_name, namespace=TENANT).status.succeeded or 0) >= 1,
                        180, "%s succeeded on the manager" % name)
+            assigned = assigned_cluster(manager, name)
+            if assigned != copied_to:  # the copy found first must be the one Kueue assigned the Workload to
+                sys.exit("%s: copied to %s but the manager's Workload is assigned to %s" % (name, copied_to, assigned))
+            ran_on = copied_to
             samples.append({"job": name, "dispatch": round(dispatch, 3), "admitted": round(admit, 3),
-                            "completed": round(time.monotonic() - start, 3)})
-            print("%-14s dispatch %.2fs admitted %.2fs completed %.2fs" % (name, dispatch, admit,
-                                                                           samples[-1]["completed"]), flush=True)
+                            "completed": round(time.monotonic() - start, 3), "worker": ran_on})
+            print("%-14s dispatch %.2fs admitted %.2fs completed %.2fs on %s" % (
+                name, dispatch, admit, samples[-1]["completed"], ran_on), flush=True)
     finally:
         load_after = os.getloadavg()
         # the tenant offboarded on both clusters through the same entry point (drains: its Jobs are done)
-        offboard = playbook(manager_env, fleet_vars(manager_env, worker_env, state="absent"))
+        offboard = playbook(manager_env, fleet_vars(manager_env, worker_envs, state="absent"))
     # the lab runs the real Kueue controller out of cluster (docs/lab.md): the version lab/versions.env pins
     versions = dict(line.split("=", 1) for line in (REPO / "lab" / "versions.env").read_text().splitlines()
                     if "=" in line and not line.startswith("#"))
@@ -186,7 +215,8 @@ def main() -> None:
                     "load_before": [round(x, 2) for x in load_before],
                     "load_after": [round(x, 2) for x in load_after],
                     "note": "machine shared with other sessions' labs and test runs"},
-        "kueue": kueue, "poll_seconds": POLL, "jobs": len(samples),
+        "kueue": kueue, "poll_seconds": POLL, "jobs": len(samples), "workers": names,
+        "jobs_per_worker": {cluster: sum(1 for x in samples if x["worker"] == cluster) for cluster in names},
         "playbook_seconds": {"converge": round(converge, 1), "offboard": round(offboard, 1)},
         "dispatch": stats([s["dispatch"] for s in samples]),
         "admitted": stats([s["admitted"] for s in samples]),
