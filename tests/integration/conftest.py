@@ -8,8 +8,8 @@
 
 Plain helpers (``from conftest import ...``): ``wait_until``, ``local_play`` (the playbook header), ``kube_get``,
 ``kube_items``, ``kube_resource`` (the dynamic client), ``create_namespace`` (and wait until Kueue's pod webhook
-sees it), ``promql`` (the lab's Prometheus), ``site_inventory`` (an inventory directory), ``kwok_job`` (a one-pod Job KWOK runs for an hour), ``expect_steady`` (reach a state and hold
-it) and ``active_cluster_queues``.
+sees it), ``promql`` (the lab's Prometheus), ``site_inventory`` (an inventory directory), ``kwok_job`` (a one-pod
+Job KWOK runs for an hour), ``expect_steady`` (reach a state and hold it) and ``active_cluster_queues``.
 
 The variant lab (`make lab-variant-up`: LAB_FLAVOR=openshift with the real Kueue installed through the collection's
 OLM path and run from the Red Hat operand by the Kueue operator SIMULATOR, ports +100, LAB_DIR=.lab-variant) runs
