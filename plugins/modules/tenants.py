@@ -151,7 +151,7 @@ options:
   clusters:
     description:
       - "A MultiKueue fleet (inventory C(gpuaas_clusters)): C({manager: {name, auth, kueue_namespace}, workers: [{name,
-        auth, kueue_namespace, api_server, flavors: [{name, capacity}]}]}). C(auth) takes the connection options of
+        auth, kueue_namespace, api_server, token_expiration_seconds, flavors: [{name, capacity}]}]}). C(auth) takes the connection options of
         this module per cluster; its credentials (C(api_key), C(password), an inline kubeconfig's tokens and keys)
         are masked in logs and results. See the C(gpuaas.platform.tenants) role's argument spec for every key."
       - Not set (default), the module converges the one cluster of its connection options.

@@ -237,6 +237,71 @@ def test_the_worker_credential_cannot_write_outside_the_tenants_namespaces(fleet
     sa.resources.get(api_version=multikueue.KUEUE_V, kind="Workload").get()
 
 
+def _review(worker_lab, token):
+    """Who the worker's API server says ``token`` is (SelfSubjectReview); raises UnauthorizedError for a dead one."""
+    review = _as_service_account(worker_lab, token).resources.get(
+        api_version="authentication.k8s.io/v1", kind="SelfSubjectReview").create(
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    return review.to_dict()["status"]["userInfo"]["username"]
+
+
+def _bound(workers, lifetime):
+    return [dict(w, token_expiration_seconds=lifetime) for w in workers]
+
+
+def test_a_bound_token_replaces_the_long_lived_one_and_is_kept_until_half_its_life(
+        fleet, lab, worker_lab, kube, worker_kube, run_playbook, audit_writes):
+    """token_expiration_seconds on the worker: the run asks the worker's API server for a token of that lifetime
+    (TokenRequest) and gives it to MultiKueue; the long-lived token Secret is deleted, and its token is refused from
+    then on (tried against the worker as that credential); MultiKueue stays connected; a second run keeps the token
+    and writes nothing. Then the worker goes back to the long-lived token for the tests after this one."""
+    from kubernetes.dynamic.exceptions import UnauthorizedError  # pylint: disable=import-outside-toplevel
+
+    lifetime = 900
+    plain = fleet_vars(lab, worker_lab)
+    bound = dict(plain, gpuaas_clusters=dict(plain["gpuaas_clusters"],
+                                             workers=_bound(plain["gpuaas_clusters"]["workers"], lifetime)))
+    long_lived = _worker_token(kube)
+    assert _review(worker_lab, long_lived) == "system:serviceaccount:kueue-system:gpuaas-multikueue"
+    try:
+        started = time.time()
+        run = run_playbook(PLAYBOOK, extra_vars=bound)
+        assert run.rc == 0, run.explain()
+        token = _worker_token(kube)
+        claims = multikueue.token_claims(token)
+        assert token != long_lived and claims["exp"] - claims["iat"] == lifetime, claims
+        assert started - 5 <= claims["iat"] <= time.time() + 5, claims
+        account = worker_kube.resources.get(api_version="v1", kind="ServiceAccount").get(
+            name="gpuaas-multikueue", namespace="kueue-system").to_dict()
+        assert claims["kubernetes.io"]["serviceaccount"]["uid"] == account["metadata"]["uid"]
+        assert _review(worker_lab, token) == "system:serviceaccount:kueue-system:gpuaas-multikueue"
+        with pytest.raises(NotFoundError):
+            worker_kube.resources.get(api_version="v1", kind="Secret").get(
+                name="gpuaas-multikueue-token", namespace="kueue-system")
+        # the revoked long-lived token: the worker's API server refuses it (its Secret is gone)
+        wait_until(lambda: _refused(worker_lab, long_lived, UnauthorizedError), 30, "the old token to be refused")
+        assert wait_until(lambda: (_condition(kube, "MultiKueueCluster", "lab-worker1") or {}).get("status") == "True",
+                          90, "MultiKueueCluster Active with the bound token")
+        with audit_writes() as manager_events:
+            again = run_playbook(PLAYBOOK, extra_vars=bound)
+        assert again.rc == 0 and module_result(again)["changed"] is False, again.explain()
+        assert _worker_token(kube) == token and writes(manager_events.events) == [], manager_events.describe()
+    finally:
+        back = run_playbook(PLAYBOOK, extra_vars=plain)
+        assert back.rc == 0, back.explain()
+    assert _review(worker_lab, _worker_token(kube)) == "system:serviceaccount:kueue-system:gpuaas-multikueue"
+    assert wait_until(lambda: (_condition(kube, "MultiKueueCluster", "lab-worker1") or {}).get("status") == "True",
+                      90, "MultiKueueCluster Active with the long-lived token again")
+
+
+def _refused(worker_lab, token, error):
+    try:
+        _review(worker_lab, token)
+    except error:
+        return True
+    return False
+
+
 def kubectl(lab, *args, context=None, stdin=None):
     cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", context or lab.admin_context]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, input=stdin, check=False)

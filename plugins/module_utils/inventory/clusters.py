@@ -34,7 +34,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.auth import K
 
 CLUSTERS_KEYS = ("manager", "workers")
 MANAGER_KEYS = ("name", "auth", "kueue_namespace")
-WORKER_KEYS = ("name", "auth", "kueue_namespace", "api_server", "flavors", "state")
+WORKER_KEYS = ("name", "auth", "kueue_namespace", "api_server", "flavors", "state", "token_expiration_seconds")
 WORKER_STATES = ("present", "absent")
 WORKER_FLAVOR_KEYS = ("name", "capacity")
 # The connection options of every module (kube/auth.py), per cluster; aliases are accepted as the modules accept them.
@@ -48,6 +48,10 @@ HOST_CREDENTIALS = (("api_key",), ("client_cert", "client_key"), ("username", "p
 DEFAULT_KUEUE_NAMESPACE = "kueue-system"
 # MultiKueueConfig.spec.clusters has maxItems 20 (Kueue v0.19.2 CRD kueue.x-k8s.io_multikueueconfigs.yaml).
 MAX_WORKERS = 20
+# A worker's bound MultiKueue token (token_expiration_seconds): the API server refuses a TokenRequest below 10 minutes
+# (ValidateTokenRequest); the upper bound keeps the value an int32, as the API's expirationSeconds is.
+MIN_TOKEN_EXPIRATION = 600
+MAX_TOKEN_EXPIRATION = 2 ** 31 - 1
 # The worker share of a non-accelerator resource is computed in milli-units (the finest unit of a CPU quantity).
 MILLI = Decimal(1000)
 
@@ -68,6 +72,9 @@ class Worker(Cluster):
     capacity: t.Dict[str, t.Dict[str, str]] = field(default_factory=dict)
     # "absent": a worker being retired — drained, then torn out by a run with prune_workers (docs/multicluster.md)
     state: str = "present"
+    # None: MultiKueue's credential is a long-lived ServiceAccount token Secret; seconds: a bound token requested with
+    # this lifetime (TokenRequest), renewed by the run once half of it has passed (docs/multicluster.md)
+    token_expiration_seconds: t.Optional[int] = None
 
 
 @dataclass
@@ -149,8 +156,13 @@ def _workers(check: Validator, value: t.Any, flavors: t.Set[str]) -> t.List[Work
                                              "verification)" % (api_server,))
             api_server = None
         capacity = _worker_flavors(check, wpath + ".flavors", data.get("flavors"), flavors)
+        lifetime = None
+        if data.get("token_expiration_seconds") is not None:
+            lifetime = check.integer(wpath + ".token_expiration_seconds", data["token_expiration_seconds"],
+                                     MIN_TOKEN_EXPIRATION, MAX_TOKEN_EXPIRATION)
         if name:
-            out.append(Worker(name, auth, namespace or DEFAULT_KUEUE_NAMESPACE, api_server, capacity))
+            out.append(Worker(name, auth, namespace or DEFAULT_KUEUE_NAMESPACE, api_server, capacity,
+                              token_expiration_seconds=lifetime))
     return out
 
 

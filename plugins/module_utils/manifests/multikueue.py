@@ -135,6 +135,46 @@ def worker_kubeconfig(worker: Worker, server: str, ca_data: str, token: str) -> 
             "users": [{"name": user, "user": {"token": token}}]}
 
 
+def token_claims(token: str) -> t.Dict[str, t.Any]:
+    """The claims of a ServiceAccount JWT, read without verifying it ({} when it is not one): only to decide whether
+    the bound token the manager holds was issued for the live ServiceAccount and how long it has left; the worker's
+    API server is what verifies it."""
+    parts = (token or "").split(".")
+    if len(parts) != 3:
+        return {}
+    try:
+        payload = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
+        claims = json.loads(payload.decode())
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
+def bound_token_reusable(token: str, service_account_uid: t.Optional[str], lifetime: int, now: float) -> bool:
+    """Whether a bound token is kept by a run: issued for the ServiceAccount that exists now (a recreated one has a
+    new UID, as after playbooks/rotate_fleet_credentials.yml) and with at least half of ``lifetime`` left (a run
+    renews it after that, so one scheduled every quarter of the lifetime never lets it lapse)."""
+    claims = token_claims(token)
+    account = ((claims.get("kubernetes.io") or {}).get("serviceaccount") or {}) if claims else {}
+    expires = claims.get("exp")
+    if not service_account_uid or account.get("uid") != service_account_uid or not isinstance(expires, (int, float)):
+        return False
+    return expires - now >= lifetime / 2.0
+
+
+def kubeconfig_token(secret: t.Optional[t.Mapping[str, t.Any]]) -> t.Optional[str]:
+    """The token inside a kubeconfig Secret this collection wrote (kubeconfig_secret), None when there is none."""
+    encoded = ((secret or {}).get("data") or {}).get(KUBECONFIG_KEY)
+    if not encoded:
+        return None
+    try:
+        kubeconfig = json.loads(base64.b64decode(encoded).decode())
+        token = kubeconfig["users"][0]["user"]["token"]
+    except (ValueError, UnicodeDecodeError, KeyError, IndexError, TypeError):
+        return None
+    return token if isinstance(token, str) else None
+
+
 def _valid_host(host: str) -> bool:
     try:
         ipaddress.ip_address(host)
@@ -224,11 +264,15 @@ def worker_credentials(worker: Worker, tenant_namespaces: t.Union[t.Sequence[str
                       "verbs": ["create", "delete"] + list(EXTRA_WRITE_VERBS.get(framework, ()))})
     subject = [{"kind": "ServiceAccount", "name": WORKER_SERVICE_ACCOUNT, "namespace": ns}]
     objs: t.List[t.Dict[str, t.Any]] = [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(WORKER_SERVICE_ACCOUNT, ns)},
-        # A long-lived token the token controller fills in (token, ca.crt); rotated by deleting the Secret.
-        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
-         "metadata": dict(_meta(WORKER_TOKEN_SECRET, ns),
-                          annotations={"kubernetes.io/service-account.name": WORKER_SERVICE_ACCOUNT})},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(WORKER_SERVICE_ACCOUNT, ns)}]
+    if worker.token_expiration_seconds is None:
+        # A long-lived token the token controller fills in (token, ca.crt); rotated by deleting the Secret. With a
+        # bound token (token_expiration_seconds) there is no such Secret: one left by an earlier run is pruned as
+        # the collection's own, which revokes the long-lived token.
+        objs.append({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+                     "metadata": dict(_meta(WORKER_TOKEN_SECRET, ns),
+                                      annotations={"kubernetes.io/service-account.name": WORKER_SERVICE_ACCOUNT})})
+    objs += [
         {"apiVersion": RBAC_V, "kind": "ClusterRole", "metadata": _meta(WORKER_READER_ROLE), "rules": read},
         {"apiVersion": RBAC_V, "kind": "ClusterRoleBinding", "metadata": _meta(WORKER_READER_ROLE),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKER_READER_ROLE},

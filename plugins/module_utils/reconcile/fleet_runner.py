@@ -58,6 +58,9 @@ PROBE_TIMEOUT = 5.0
 TOKEN_STAND_IN = "token-not-issued-yet"
 # How long a run waits for the token controller to fill in a new ServiceAccount token Secret.
 TOKEN_TIMEOUT = 60.0
+# The ConfigMap kube-controller-manager publishes in every namespace with the cluster's CA (root-ca-cert-publisher):
+# where a bound token's kubeconfig gets the worker's CA (there is no token Secret to carry ca.crt).
+ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
 
 
 def cluster_client(cluster: Cluster) -> KubeClient:
@@ -158,6 +161,8 @@ class FleetRunner:
         self.warnings: t.List[str] = []
         self.secret_sink: t.Callable[[str], None] = lambda _value: None
         self.runs: t.List[ClusterRun] = []
+        # a bound token's expiry is wall-clock time (its exp claim), unlike the run's deadlines
+        self.wall_clock: t.Callable[[], float] = time.time
         self.skipped: t.List[str] = []
         self.skipped_reasons: t.Dict[str, str] = {}
         self.plan = fleet_workers.WorkerPlan()
@@ -251,7 +256,7 @@ class FleetRunner:
                               hint=err.hint, problems=err.problems, details=err.details)
         for run in workers:
             run.frameworks = [f for f in multikueue.MULTIKUEUE_FRAMEWORKS if frameworks is None or f in frameworks]
-        manager.kubeconfigs = self.existing_kubeconfigs(workers)
+        manager.kubeconfigs = self.existing_kubeconfigs(manager, workers)
         for run in [manager] + workers:
             try:
                 prepared[run.cluster.name] = run.prepare()
@@ -286,9 +291,19 @@ class FleetRunner:
         for run in workers:
             results[run.cluster.name] = run.write(prepared[run.cluster.name])
             if not self.check_mode and self.params.get("limit_tenants") is None:
-                kubeconfigs[run.cluster.name] = self.kubeconfig(run, wait=True)
+                if t.cast(Worker, run.cluster).token_expiration_seconds is None:
+                    kubeconfigs[run.cluster.name] = self.kubeconfig(run, wait=True)
+                elif run.cluster.name not in kubeconfigs:  # none kept: renewed (or first issued) now
+                    kubeconfigs[run.cluster.name] = self.bound_kubeconfig(run)
         manager.fill_kubeconfigs(prepared[fleet.manager.name], kubeconfigs)
         results[fleet.manager.name] = manager.write(prepared[fleet.manager.name])
+        for run in workers:
+            worker = t.cast(Worker, run.cluster)
+            if worker.token_expiration_seconds is not None and self.params.get("limit_tenants") is None:
+                # a long-lived token Secret of the runs before token_expiration_seconds: revoked once the manager
+                # holds the bound token (deleting it invalidates its token), so MultiKueue is never left without one
+                self.delete_owned(run.client, "v1", "Secret", multikueue.WORKER_TOKEN_SECRET, worker.kueue_namespace,
+                                  results[run.cluster.name])
         if plan.remove:
             # after the manager's MultiKueueConfig no longer lists them: MultiKueue lets go first, then they go
             self.remove_from_manager(manager, plan.remove, results[fleet.manager.name])
@@ -415,14 +430,83 @@ class FleetRunner:
                 self.delete_owned(run.client, av, kind, meta["name"], meta.get("namespace"), out, live=obj)
         return out
 
-    def existing_kubeconfigs(self, workers: t.Sequence[ClusterRun]) -> t.Dict[str, t.Dict[str, t.Any]]:
-        """The kubeconfig of every worker whose token exists already (a stand-in for the others until written)."""
+    def existing_kubeconfigs(self, manager: ClusterRun,
+                             workers: t.Sequence[ClusterRun]) -> t.Dict[str, t.Dict[str, t.Any]]:
+        """The kubeconfig of every worker whose token exists already and is kept (a stand-in for the others until
+        written): a long-lived token from its Secret on the worker, a bound token from the manager's kubeconfig
+        Secret while it is still good (kept_bound_kubeconfig)."""
         out = {}
         for run in workers:
-            kubeconfig = self.kubeconfig(run, wait=False)
+            if t.cast(Worker, run.cluster).token_expiration_seconds is None:
+                kubeconfig = self.kubeconfig(run, wait=False)
+            else:
+                kubeconfig = self.kept_bound_kubeconfig(manager, run)
             if kubeconfig is not None:
                 out[run.cluster.name] = kubeconfig
         return out
+
+    def worker_ca(self, run: ClusterRun) -> str:
+        """The worker's cluster CA (base64, as a kubeconfig's certificate-authority-data) from ConfigMap
+        kube-root-ca.crt in its Kueue namespace."""
+        worker = t.cast(Worker, run.cluster)
+        try:
+            configmap = run.client.resource("v1", "ConfigMap").get(ROOT_CA_CONFIGMAP, worker.kueue_namespace)
+        except ApiException as exc:
+            raise translate_api_exception(exc, "read", "ConfigMap %s/%s on worker %r"
+                                          % (worker.kueue_namespace, ROOT_CA_CONFIGMAP, worker.name))
+        pem = ((configmap or {}).get("data") or {}).get("ca.crt")
+        if not pem:
+            raise GpuaasError(
+                "worker %r: ConfigMap %s/%s has no ca.crt, so the bound token's kubeconfig would have no CA"
+                % (worker.name, worker.kueue_namespace, ROOT_CA_CONFIGMAP),
+                hint="kube-controller-manager publishes it in every namespace (root-ca-cert-publisher); check that it "
+                     "runs on the worker, then run again")
+        return base64.b64encode(pem.encode()).decode()
+
+    def kept_bound_kubeconfig(self, manager: ClusterRun, run: ClusterRun) -> t.Optional[t.Dict[str, t.Any]]:
+        """The bound token the manager's kubeconfig Secret holds for ``run``'s worker, in a kubeconfig built again
+        (server and CA as they are now), when it is kept: issued for the worker's live ServiceAccount with at least
+        half its lifetime left (multikueue.bound_token_reusable). None: the run requests a new one after writing
+        the worker (check mode reports the Secret as changing)."""
+        worker = t.cast(Worker, run.cluster)
+        try:
+            secret = manager.client.resource("v1", "Secret").get(multikueue.kubeconfig_secret_name(worker),
+                                                                 manager.cluster.kueue_namespace)
+            account = run.client.resource("v1", "ServiceAccount").get(multikueue.WORKER_SERVICE_ACCOUNT,
+                                                                      worker.kueue_namespace)
+        except ApiException as exc:
+            raise translate_api_exception(exc, "read", "MultiKueue's credential of worker %r" % worker.name)
+        token = multikueue.kubeconfig_token(secret)
+        if not token:
+            return None
+        self.secret_sink(token)  # still a credential, kept or not
+        uid = ((account or {}).get("metadata") or {}).get("uid")
+        if not multikueue.bound_token_reusable(token, uid, int(worker.token_expiration_seconds or 0),
+                                               self.wall_clock()):
+            return None
+        return multikueue.worker_kubeconfig(worker, worker.api_server or run.client.host, self.worker_ca(run), token)
+
+    def bound_kubeconfig(self, run: ClusterRun) -> t.Dict[str, t.Any]:
+        """A new bound token for MultiKueue's ServiceAccount on ``run``'s worker (TokenRequest with the worker's
+        token_expiration_seconds; registered as a secret the moment it arrives) in a kubeconfig."""
+        worker = t.cast(Worker, run.cluster)
+        path = "/api/v1/namespaces/%s/serviceaccounts/%s/token" % (
+            worker.kueue_namespace, multikueue.WORKER_SERVICE_ACCOUNT)
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"expirationSeconds": worker.token_expiration_seconds}}
+        try:
+            answer = run.client.request("POST", path, body=body)
+        except ApiException as exc:
+            raise translate_api_exception(exc, "create", "a MultiKueue token on worker %r" % worker.name)
+        token = ((answer or {}).get("status") or {}).get("token")
+        if not token:
+            raise GpuaasError("worker %r: the TokenRequest for %s/%s returned no token; the workers are written, the "
+                              "manager is not" % (worker.name, worker.kueue_namespace,
+                                                  multikueue.WORKER_SERVICE_ACCOUNT),
+                              hint="check that the worker's API server issues ServiceAccount tokens "
+                                   "(--service-account-issuer, --service-account-signing-key-file), then run again")
+        self.secret_sink(token)
+        return multikueue.worker_kubeconfig(worker, worker.api_server or run.client.host, self.worker_ca(run), token)
 
     def kubeconfig(self, run: ClusterRun, wait: bool) -> t.Optional[t.Dict[str, t.Any]]:
         """The kubeconfig MultiKueue uses for ``run``'s worker, from its ServiceAccount token Secret (registered as a

@@ -1,0 +1,168 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Bound MultiKueue tokens (issue 27, gpuaas_clusters.workers[].token_expiration_seconds): the manager's kubeconfig
+of such a worker carries a token the worker's API server issued for MultiKueue's ServiceAccount with that lifetime
+(TokenRequest), kept by a run while it is good for the live ServiceAccount with half its lifetime left, renewed
+after that, never requested in check mode; no long-lived token Secret is left on the worker. The fake API servers
+of test_fleet_runner issue the tokens here; the lab test (tests/integration/test_multicluster.py) has the real one."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+
+import pytest
+
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import InventoryError
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import multikueue
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.fleet_runner import FleetRunner
+
+import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path)
+from test_fleet_runner import Cluster, fleet_params  # noqa: E402
+
+test_tenants.NAMESPACED.update({"ConfigMap": True})
+
+NOW = 1_800_000_000
+LIFETIME = 3600
+ROOT_CA = "-----BEGIN CERTIFICATE-----\nworker-root-ca\n-----END CERTIFICATE-----\n"
+TOKEN_PATH = "/api/v1/namespaces/kueue-system/serviceaccounts/gpuaas-multikueue/token"
+
+
+def b64url(data: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+class IssuingCluster(Cluster):
+    """A worker whose API server answers TokenRequests like a real one: a JWT bound to the ServiceAccount's UID,
+    expiring expirationSeconds after the (test's) wall clock; every request is recorded."""
+
+    def __init__(self, clock):
+        super().__init__()
+        self.clock = clock
+        self.issued = []
+        self.objects[("ConfigMap", "kueue-system", "kube-root-ca.crt")] = {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kube-root-ca.crt", "namespace": "kueue-system"}, "data": {"ca.crt": ROOT_CA}}
+
+    def request(self, method, path, query=None, body=None, content_type=None, timeout=None):
+        if method != "POST" or path != TOKEN_PATH:
+            return super().request(method, path, query, body, content_type, timeout)
+        self.calls.append(("token-request", path))
+        account = self.objects[("ServiceAccount", "kueue-system", "gpuaas-multikueue")]
+        lifetime = body["spec"]["expirationSeconds"]
+        claims = {"exp": self.clock[0] + lifetime, "iat": self.clock[0], "sub": "system:serviceaccount:kueue-system:"
+                  "gpuaas-multikueue", "kubernetes.io": {"namespace": "kueue-system", "serviceaccount": {
+                      "name": "gpuaas-multikueue", "uid": account["metadata"]["uid"]}}}
+        token = "%s.%s.sig%d" % (b64url({"alg": "RS256"}), b64url(claims), len(self.issued))
+        self.issued.append((lifetime, token))
+        return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "status": {"token": token}}
+
+
+@pytest.fixture(name="clock")
+def _clock():
+    return [NOW]
+
+
+@pytest.fixture(name="fleet")
+def _fleet(clock):
+    return {"hub": Cluster(), "east": IssuingCluster(clock), "west": Cluster()}
+
+
+def bound_params(lifetime=LIFETIME):
+    p = fleet_params()
+    p["clusters"] = copy.deepcopy(p["clusters"])
+    p["clusters"]["workers"][0]["token_expiration_seconds"] = lifetime  # east bound, west long-lived
+    return p
+
+
+def run(fleet, clock, p, check=False, diff=False):
+    runner = FleetRunner(None, p, check_mode=check, diff=diff, sleep=lambda s: None, clock=lambda: 0.0,
+                         clients=fleet)
+    runner.wall_clock = lambda: float(clock[0])
+    return runner.run()
+
+
+def manager_token(fleet, worker="east"):
+    secret = fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-" + worker)]
+    return multikueue.kubeconfig_token(secret), json.loads(base64.b64decode(secret["data"]["kubeconfig"]))
+
+
+def test_a_bound_worker_gets_a_token_of_its_lifetime_for_its_service_account_and_no_token_secret(fleet, clock):
+    result = run(fleet, clock, bound_params())
+    assert result["changed"] is True
+    assert [issued[0] for issued in fleet["east"].issued] == [LIFETIME]
+    token, kubeconfig = manager_token(fleet)
+    assert token == fleet["east"].issued[0][1]
+    claims = multikueue.token_claims(token)
+    account = fleet["east"].objects[("ServiceAccount", "kueue-system", "gpuaas-multikueue")]
+    assert claims["kubernetes.io"]["serviceaccount"]["uid"] == account["metadata"]["uid"]
+    assert claims["exp"] == NOW + LIFETIME
+    # the CA comes from the worker's kube-root-ca.crt, the server from the inventory
+    cluster = kubeconfig["clusters"][0]["cluster"]
+    assert base64.b64decode(cluster["certificate-authority-data"]).decode() == ROOT_CA
+    assert cluster["server"] == "https://east.example:6443"
+    # no long-lived token on the bound worker; the other worker keeps its Secret-based one
+    assert ("Secret", "kueue-system", "gpuaas-multikueue-token") not in fleet["east"].objects
+    assert ("Secret", "kueue-system", "gpuaas-multikueue-token") in fleet["west"].objects
+
+
+def test_the_token_is_kept_while_half_its_lifetime_is_left_then_renewed(fleet, clock):
+    run(fleet, clock, bound_params())
+    first = manager_token(fleet)[0]
+    clock[0] = NOW + LIFETIME // 2 - 60  # just under half spent: kept, nothing written anywhere
+    for cluster in fleet.values():
+        cluster.calls.clear()
+    again = run(fleet, clock, bound_params())
+    assert again["changed"] is False and len(fleet["east"].issued) == 1
+    assert not [w for c in fleet.values() for w in c.writes()]
+    clock[0] = NOW + LIFETIME // 2 + 60  # past half: check mode says it would change and asks for no token ...
+    preview = run(fleet, clock, bound_params(), check=True)
+    assert preview["changed"] is True and len(fleet["east"].issued) == 1
+    assert manager_token(fleet)[0] == first
+    renewed = run(fleet, clock, bound_params())  # ... the run renews it
+    assert renewed["changed"] is True and len(fleet["east"].issued) == 2
+    token = manager_token(fleet)[0]
+    assert token != first and multikueue.token_claims(token)["exp"] == clock[0] + LIFETIME
+
+
+def test_a_recreated_service_account_gets_a_new_token_at_once(fleet, clock):
+    """What playbooks/rotate_fleet_credentials.yml does: the ServiceAccount deleted (every token of it refused by the
+    worker from then on) and written again with a new UID; the next run must not keep the dead token."""
+    run(fleet, clock, bound_params())
+    first = manager_token(fleet)[0]
+    del fleet["east"].objects[("ServiceAccount", "kueue-system", "gpuaas-multikueue")]
+    fleet["east"].rv += 100  # a new object, a new UID in the fake
+    run(fleet, clock, bound_params())
+    token = manager_token(fleet)[0]
+    account = fleet["east"].objects[("ServiceAccount", "kueue-system", "gpuaas-multikueue")]
+    assert token != first
+    assert multikueue.token_claims(token)["kubernetes.io"]["serviceaccount"]["uid"] == account["metadata"]["uid"]
+
+
+def test_switching_a_worker_to_bound_tokens_revokes_its_long_lived_token(fleet, clock):
+    run(fleet, clock, fleet_params())
+    assert ("Secret", "kueue-system", "gpuaas-multikueue-token") in fleet["east"].objects
+    run(fleet, clock, bound_params())
+    assert ("Secret", "kueue-system", "gpuaas-multikueue-token") not in fleet["east"].objects
+    assert manager_token(fleet)[0] == fleet["east"].issued[-1][1]
+
+
+@pytest.mark.parametrize("bad", [599, "an hour", True, 2 ** 31])
+def test_a_lifetime_the_api_server_would_refuse_is_an_inventory_error(fleet, clock, bad):
+    with pytest.raises(InventoryError) as info:
+        run(fleet, clock, bound_params(bad))
+    assert any("gpuaas_clusters.workers[0].token_expiration_seconds" in p for p in info.value.problems), \
+        info.value.problems
+    assert not [w for c in fleet.values() for w in c.writes()]
+
+
+def test_reusable_only_for_the_same_account_and_a_readable_expiry():
+    claims = {"exp": NOW + 1000, "kubernetes.io": {"serviceaccount": {"uid": "u1"}}}
+    token = "h.%s.s" % b64url(claims)
+    assert multikueue.bound_token_reusable(token, "u1", 1800, NOW) is True       # 1000 s left of 1800: more than half
+    assert multikueue.bound_token_reusable(token, "u1", 2400, NOW) is False      # 1000 of 2400: less than half
+    assert multikueue.bound_token_reusable(token, "u2", 1800, NOW) is False      # another ServiceAccount
+    assert multikueue.bound_token_reusable(token, None, 1800, NOW) is False      # no ServiceAccount now
+    assert multikueue.bound_token_reusable("not-a-jwt", "u1", 1800, NOW) is False
+    assert multikueue.token_claims("a.!!!.c") == {}
