@@ -65,6 +65,7 @@ extends_documentation_fragment:
   - gpuaas.platform.inventory
   - gpuaas.platform.inventory_run
   - gpuaas.platform.run_lock
+  - gpuaas.platform.fleet
 options:
   delete_namespaces:
     description: Delete the namespaces of offboarded tenants (and namespaces removed from a tenant).
@@ -148,35 +149,6 @@ options:
     type: list
     elements: str
     default: []
-  clusters:
-    description:
-      - "A MultiKueue fleet (inventory C(gpuaas_clusters)): C({manager: {name, auth, kueue_namespace}, workers: [{name,
-        auth, kueue_namespace, api_server, token_expiration_seconds, flavors: [{name, capacity}]}]}). C(auth) takes the connection options of
-        this module per cluster; its credentials (C(api_key), C(password), an inline kubeconfig's tokens and keys)
-        are masked in logs and results. See the C(gpuaas.platform.tenants) role's argument spec for every key."
-      - Not set (default), the module converges the one cluster of its connection options.
-      - In a fleet nodes are not read (O(check_capacity) does not apply), each worker declares its capacity per flavor.
-    type: dict
-  prune_workers:
-    description:
-      - With O(clusters), remove the workers that are no longer present workers (entry gone, or C(state=absent)) -
-        out of the MultiKueueConfig, their MultiKueueCluster and kubeconfig Secret deleted on the manager, and for a
-        C(state=absent) entry the objects this collection made on the worker deleted (namespaces stay). Only objects
-        carrying this collection's ownership label are deleted.
-      - A worker to remove that holds an unfinished workload (a manager Workload dispatched to it, or a workload on
-        it) stops the run before any write on any cluster, naming the workloads.
-      - False (default), such a worker is kept as it is (still in the MultiKueueConfig) and reported in a warning.
-    type: bool
-    default: false
-  reachable_only:
-    description:
-      - With O(clusters), converge the manager and the reachable workers when a worker cannot be reached; the
-        unreachable workers are skipped (nothing read or written there, their MultiKueueCluster and kubeconfig Secret
-        on the manager left as they are) and reported (C(skipped) in RV(workers) and a warning).
-      - False (default), an unreachable cluster stops the run before any write on any cluster. An unreachable manager
-        always does.
-    type: bool
-    default: false
 attributes:
   check_mode:
     description: Server-side dry run (C(dryRun=All)); nothing is written, no drain wait happens.
@@ -380,6 +352,7 @@ TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
     clusters=dict(type="dict", no_log=False),
     prune_workers=dict(type="bool", default=False),
     reachable_only=dict(type="bool", default=False),
+    rotate_workers=dict(type="list", elements="str", default=[]),
 )
 
 

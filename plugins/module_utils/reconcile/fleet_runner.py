@@ -138,6 +138,16 @@ class ClusterRun(TenancyRunner):
                     obj["data"] = dict(data)
 
 
+def _merge_deleted(result: t.Dict[str, t.Any], revoked: t.Mapping[str, t.Any]) -> None:
+    """A worker's write result with the credential objects its rotation deleted before it."""
+    if not revoked.get("deleted"):
+        return
+    result["deleted"] = list(revoked["deleted"]) + list(result.get("deleted") or [])
+    summary = result.setdefault("summary", {})
+    summary["deleted"] = summary.get("deleted", 0) + len(revoked["deleted"])
+    result["changed"] = True
+
+
 def stand_in_kubeconfig(worker: Worker) -> t.Dict[str, t.Any]:
     """A kubeconfig of the right shape without a credential (replaced before anything is written)."""
     server = worker.api_server or "https://stand-in.invalid"
@@ -165,6 +175,7 @@ class FleetRunner:
         self.wall_clock: t.Callable[[], float] = time.time
         self.skipped: t.List[str] = []
         self.skipped_reasons: t.Dict[str, str] = {}
+        self.rotated: t.List[str] = []
         self.plan = fleet_workers.WorkerPlan()
 
     # -- inputs -----------------------------------------------------------------------------------------
@@ -228,6 +239,7 @@ class FleetRunner:
                               hint="declare gpuaas_clusters (docs/multicluster.md), or leave clusters unset for a "
                                    "single-cluster run")
         skipped = self.reach(fleet)
+        rotate = self.workers_to_rotate(fleet, skipped)
         present = [w for w in fleet.workers if w.name not in skipped]
         retired = [w for w in fleet.retired if w.name not in skipped]
 
@@ -287,9 +299,15 @@ class FleetRunner:
                                      err.message.rstrip(".")),
                                   hint=err.hint, problems=err.problems, details=err.details)
         results: t.Dict[str, t.Dict[str, t.Any]] = {}
-        kubeconfigs = dict(manager.kubeconfigs)
+        revoked = {run.cluster.name: self.revoke_credential(run, prepared[run.cluster.name])
+                   for run in workers if run.cluster.name in rotate}
+        self.rotated = sorted(revoked)
+        # a rotated worker's token is read (or requested) again after its write: the one read before is revoked
+        kubeconfigs = {name: kc for name, kc in manager.kubeconfigs.items() if name not in revoked}
         for run in workers:
             results[run.cluster.name] = run.write(prepared[run.cluster.name])
+            if run.cluster.name in revoked:
+                _merge_deleted(results[run.cluster.name], revoked[run.cluster.name])
             if not self.check_mode and self.params.get("limit_tenants") is None:
                 if t.cast(Worker, run.cluster).token_expiration_seconds is None:
                     kubeconfigs[run.cluster.name] = self.kubeconfig(run, wait=True)
@@ -310,6 +328,47 @@ class FleetRunner:
         for run in teardowns:
             results[run.cluster.name] = self.teardown(run)
         return self.result(model, results)
+
+    # -- rotating MultiKueue's credential on workers (option rotate_workers) -----------------------------
+    def workers_to_rotate(self, fleet: t.Any, skipped: t.Sequence[str]) -> t.List[str]:
+        """The present workers whose credential this run rotates (``*``: all), in inventory order; a name that is
+        not a present worker, an unreachable one, or a run limited to some tenants stops it before any write."""
+        names = list(self.params.get("rotate_workers") or [])
+        if not names:
+            return []
+        present = [w.name for w in fleet.workers]
+        wanted = present if "*" in names else names
+        problems = []
+        unknown = [n for n in names if n != "*" and n not in present]
+        if unknown:
+            problems.append("rotate_workers names %s, not a present worker of gpuaas_clusters (present: %s)"
+                            % (", ".join(unknown), ", ".join(present)))
+        down = [n for n in wanted if n in skipped]
+        if down:
+            problems.append("rotate_workers: %s cannot be reached (skipped by reachable_only)" % ", ".join(down))
+        if self.params.get("limit_tenants") is not None:
+            problems.append("rotate_workers rotates a worker's credential for the whole fleet: not with limit_tenants")
+        if problems:
+            raise GpuaasError("rotate_workers: the run stopped before writing on any cluster",
+                              hint="name present workers of gpuaas_clusters (or *), reachable, in a run over every "
+                                   "tenant", problems=problems, details={"reason": "RotationRefused"})
+        return [n for n in present if n in wanted]
+
+    def revoke_credential(self, run: ClusterRun, prepared: Prepared) -> t.Dict[str, t.Any]:
+        """Delete MultiKueue's token Secret and ServiceAccount on ``run``'s worker (its lock held): the ServiceAccount
+        written again by this run has a new UID, so every token of the old one is refused. The worker's state is
+        read again, so its write creates both anew (check mode: dry-run deletes, reported)."""
+        worker = t.cast(Worker, run.cluster)
+        out: t.Dict[str, t.Any] = {"changed": False, "deleted": [], "summary": {"deleted": 0}}
+        run.run_lock.confirm("before revoking MultiKueue's credential on worker %r" % worker.name)
+        for kind, name in (("Secret", multikueue.WORKER_TOKEN_SECRET),
+                           ("ServiceAccount", multikueue.WORKER_SERVICE_ACCOUNT)):
+            self.delete_owned(run.client, "v1", kind, name, worker.kueue_namespace, out)
+        if not self.check_mode:
+            # read whole again (recheck would keep the state: the ClusterQueues did not change)
+            prepared.state = prepared.engine.read(prepared.desired, prune=prepared.scope, also=prepared.also)
+            prepared.engine.guard(prepared.state)
+        return out
 
     # -- workers leaving the fleet (reconcile/fleet_workers.py decides) ---------------------------------
     def reach(self, fleet: t.Any) -> t.List[str]:
@@ -551,7 +610,7 @@ class FleetRunner:
             "objects": sum(int(r.get("objects") or 0) for r in results.values()),
             "requests": {},
             "workers": {"removed": list(self.plan.remove), "kept": list(self.plan.keep),
-                        "skipped": dict(self.skipped_reasons)},
+                        "skipped": dict(self.skipped_reasons), "rotated": list(self.rotated)},
         }
         diffs: t.List[t.Dict[str, t.Any]] = []
         for name, res in results.items():

@@ -1,10 +1,17 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Bound MultiKueue tokens (issue 27, gpuaas_clusters.workers[].token_expiration_seconds): the manager's kubeconfig
+"""MultiKueue's credentials on the workers (issue 27).
+
+Bound tokens (gpuaas_clusters.workers[].token_expiration_seconds): the manager's kubeconfig
 of such a worker carries a token the worker's API server issued for MultiKueue's ServiceAccount with that lifetime
 (TokenRequest), kept by a run while it is good for the live ServiceAccount with half its lifetime left, renewed
 after that, never requested in check mode; no long-lived token Secret is left on the worker. The fake API servers
-of test_fleet_runner issue the tokens here; the lab test (tests/integration/test_multicluster.py) has the real one."""
+of test_fleet_runner issue the tokens here; the lab test (tests/integration/test_multicluster.py) has the real one.
+
+Rotation (option rotate_workers, playbooks/rotate_fleet_credentials.yml): under the locks, MultiKueue's
+ServiceAccount and token Secret deleted on the named workers only and written again (a new UID), the manager's
+kubeconfig following; bad names, an unreachable worker or limit_tenants refused before any write. The lab test is
+tests/integration/test_multicluster_two_workers.py (the old token refused by the real API server)."""
 
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ import json
 
 import pytest
 
+from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import InventoryError
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import multikueue
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.fleet_runner import FleetRunner
@@ -166,3 +174,66 @@ def test_reusable_only_for_the_same_account_and_a_readable_expiry():
     assert multikueue.bound_token_reusable(token, None, 1800, NOW) is False      # no ServiceAccount now
     assert multikueue.bound_token_reusable("not-a-jwt", "u1", 1800, NOW) is False
     assert multikueue.token_claims("a.!!!.c") == {}
+
+
+def account_uid(cluster):
+    return cluster.objects[("ServiceAccount", "kueue-system", "gpuaas-multikueue")]["metadata"]["uid"]
+
+
+def test_rotating_one_worker_recreates_its_account_and_token_and_touches_no_other(fleet, clock):
+    run(fleet, clock, bound_params())
+    east_uid, west_uid = account_uid(fleet["east"]), account_uid(fleet["west"])
+    east_token = manager_token(fleet)[0]
+    west_secret = fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-west")]["data"]
+    for cluster in fleet.values():
+        cluster.calls.clear()
+    result = run(fleet, clock, dict(bound_params(), rotate_workers=["east"]))
+    assert result["changed"] is True and result["workers"]["rotated"] == ["east"]
+    assert ("delete", "ServiceAccount") in fleet["east"].calls
+    assert not [c for c in fleet["west"].calls if c[0] == "delete"]
+    assert account_uid(fleet["east"]) != east_uid and account_uid(fleet["west"]) == west_uid
+    token = manager_token(fleet)[0]  # east is bound: a new token, for the new account
+    assert token != east_token
+    assert multikueue.token_claims(token)["kubernetes.io"]["serviceaccount"]["uid"] == account_uid(fleet["east"])
+    assert fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-west")]["data"] == west_secret
+    deleted = {(d["kind"], d["name"]) for d in result["clusters"]["east"]["deleted"]}
+    assert ("ServiceAccount", "gpuaas-multikueue") in deleted
+
+
+def test_rotating_every_worker_with_a_star_and_a_long_lived_token_secret_is_written_again(fleet, clock):
+    run(fleet, clock, fleet_params())
+    uids = {name: account_uid(fleet[name]) for name in ("east", "west")}
+    result = run(fleet, clock, dict(fleet_params(), rotate_workers=["*"]))
+    assert result["workers"]["rotated"] == ["east", "west"]
+    for name in ("east", "west"):
+        assert account_uid(fleet[name]) != uids[name]
+        secret = fleet[name].objects[("Secret", "kueue-system", "gpuaas-multikueue-token")]
+        assert secret["metadata"]["annotations"]["kubernetes.io/service-account.name"] == "gpuaas-multikueue"
+    # the next run without rotation changes nothing
+    assert run(fleet, clock, fleet_params())["changed"] is False
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"rotate_workers": ["north"]}, "north, not a present worker"),
+    ({"rotate_workers": ["east"], "limit_tenants": ["vision"]}, "not with limit_tenants"),
+])
+def test_a_rotation_that_cannot_be_done_writes_nothing_anywhere(fleet, clock, extra, words):
+    run(fleet, clock, fleet_params())
+    for cluster in fleet.values():
+        cluster.calls.clear()
+    with pytest.raises(GpuaasError) as info:
+        run(fleet, clock, dict(fleet_params(), **extra))
+    assert "rotate_workers" in info.value.message
+    assert any(words in p for p in info.value.problems), info.value.problems
+    assert not [w for c in fleet.values() for w in c.writes()]
+
+
+def test_check_mode_reports_the_rotation_and_deletes_nothing(fleet, clock):
+    run(fleet, clock, fleet_params())
+    uid = account_uid(fleet["east"])
+    for cluster in fleet.values():
+        cluster.calls.clear()
+    result = run(fleet, clock, dict(fleet_params(), rotate_workers=["east"]), check=True)
+    assert result["changed"] is True and result["workers"]["rotated"] == ["east"]
+    assert ("delete-dry", "ServiceAccount") in fleet["east"].calls
+    assert not [w for c in fleet.values() for w in c.writes()] and account_uid(fleet["east"]) == uid
