@@ -32,11 +32,11 @@ SERVED = [("v1", "Namespace"), ("v1", "Node"), ("v1", "Secret"), ("coordination.
           (ADMISSION, "ValidatingAdmissionPolicy"), (ADMISSION, "ValidatingAdmissionPolicyBinding"),
           (KEDA, "ScaledObject"), (KEDA, "ClusterTriggerAuthentication")]
 
-NODES = [
+NODES = (
     node("gpu-h100-0", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu": "8"}),
     node("gpu-h100-1", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu": "8"}),
     node("gpu-a100-mig-0", {"nvidia.com/mig.config": "all-1g.10gb"}, {"nvidia.com/mig-1g.10gb": "7"}),
-]
+)
 
 
 def cluster(served=(), nodes=NODES, unserved=()):
