@@ -4,6 +4,10 @@
 
 Enough of server-side apply to test the engine: the applier's managedFields entry records the fields of the
 applied configuration; fields it owned before and no longer applies are removed; other managers' fields stay.
+What stands between a request and the store is simulated too, for the tests that prove a guard: an unreachable
+server (``reachable``), RBAC (``forbid``), validating admission (``admission``), immutable fields (422), the
+resourceVersion compare-and-swap of create/replace/delete preconditions (409). This is the one unit fake of the API
+server (issue 21): extend it here, generally, rather than writing another one in a test.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.retries import ApiUnreachable
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
 KINDS = {
@@ -25,6 +30,19 @@ KINDS = {
         "WorkloadPriorityClass": ("workloadpriorityclasses", False),
     },
 }
+
+
+# Fields the API server refuses to change once set (422 Invalid), as the CRDs' CEL rules say: a LocalQueue cannot be
+# moved to another ClusterQueue (Kueue: "field is immutable"), so the engine must delete and recreate it.
+IMMUTABLE_FIELDS: t.Dict[str, t.Tuple[t.Tuple[str, ...], ...]] = {"LocalQueue": (("spec", "clusterQueue"),)}
+
+
+def _field(obj: t.Optional[t.Mapping[str, t.Any]], path: t.Sequence[str]) -> t.Any:
+    for part in path:
+        if not isinstance(obj, t.Mapping):
+            return None
+        obj = obj.get(part)
+    return obj
 
 
 def fieldset(value: t.Any) -> t.Dict[str, t.Any]:
@@ -101,12 +119,14 @@ class FakeResource:
 
     def get(self, name: str, namespace: t.Optional[str] = None) -> t.Optional[t.Dict[str, t.Any]]:
         self.client.calls.append(("get", self.kind, namespace, name))
+        self.client.check_request("get", self.kind, namespace)
         obj = self.client.store.get(self._key(name, namespace))
         return copy.deepcopy(obj) if obj is not None else None
 
     def list(self, namespace: t.Optional[str] = None, label_selector: t.Optional[str] = None,
              field_selector: t.Optional[str] = None) -> t.List[t.Dict[str, t.Any]]:
         self.client.calls.append(("list", self.kind, namespace, label_selector))
+        self.client.check_request("list", self.kind, namespace)
         out = []
         for (kind, ns, _name), obj in sorted(self.client.store.items()):
             if kind != self.kind or (namespace and ns != namespace):
@@ -119,14 +139,31 @@ class FakeResource:
     def apply(self, body: t.Dict[str, t.Any], field_manager: str, force: bool = False,
               dry_run: bool = False) -> t.Dict[str, t.Any]:
         meta = body["metadata"]
-        self.client.calls.append(("apply", self.kind, meta.get("namespace"), meta["name"], dry_run))
-        if self.client.fail_apply.get(meta["name"]):
-            raise self.client.fail_apply[meta["name"]]
+        call = (self.kind, meta.get("namespace"), meta["name"], dry_run)
+        try:
+            self.client.check_request("patch", self.kind, meta.get("namespace"))
+            if self.client.fail_apply.get(meta["name"]):
+                raise self.client.fail_apply[meta["name"]]
+        except Exception:
+            self.client.calls.append(("apply",) + call)
+            raise
+        try:
+            for admit in self.client.admission:
+                admit(self, body, dry_run)
+        except Exception:
+            # recorded as "refused", not "apply": tests tell a request admission denied from an admitted one
+            self.client.calls.append(("refused",) + call)
+            raise
+        self.client.calls.append(("apply",) + call)
         if self.namespaced and self.client.strict_namespaces:
             if ("Namespace", "", meta.get("namespace")) not in self.client.store:
                 raise api_exception(404, "NotFound", 'namespaces "%s" not found' % meta.get("namespace"))
         key = self._key(meta["name"], meta.get("namespace"))
         live = copy.deepcopy(self.client.store.get(key))
+        for path in IMMUTABLE_FIELDS.get(self.kind, ()) if live is not None else ():
+            if _field(live, path) is not None and _field(live, path) != _field(body, path):
+                raise api_exception(422, "Invalid", '%s.%s "%s" is invalid: %s: Invalid value: %s: field is immutable' % (
+                    self.plural, self.group, meta["name"], ".".join(path), json.dumps(_field(body, path))))
         applied = copy.deepcopy(body)
         new_fields = fieldset({k: v for k, v in applied.items() if k not in ("apiVersion", "kind")})
         new_fields.get("f:metadata", {}).pop("f:name", None)
@@ -146,7 +183,7 @@ class FakeResource:
         entries.append({"manager": field_manager, "operation": "Apply", "apiVersion": self.api_version,
                         "fieldsType": "FieldsV1", "fieldsV1": new_fields})
         obj["metadata"]["managedFields"] = entries
-        obj["metadata"]["resourceVersion"] = str(len(self.client.calls))
+        obj["metadata"]["resourceVersion"] = self.client.next_resource_version()
         obj.setdefault("apiVersion", self.api_version)
         obj.setdefault("kind", self.kind)
         if not dry_run:
@@ -159,6 +196,7 @@ class FakeResource:
     def create(self, body: t.Dict[str, t.Any], field_manager: t.Optional[str] = None) -> t.Dict[str, t.Any]:
         meta = body["metadata"]
         self.client.calls.append(("create", self.kind, meta.get("namespace"), meta["name"]))
+        self.client.check_request("create", self.kind, meta.get("namespace"))
         key = self._key(meta["name"], meta.get("namespace"))
         if key in self.client.store:
             raise api_exception(409, "AlreadyExists", '%s "%s" already exists' % (self.plural, meta["name"]))
@@ -167,6 +205,7 @@ class FakeResource:
     def replace(self, body: t.Dict[str, t.Any], field_manager: t.Optional[str] = None) -> t.Dict[str, t.Any]:
         meta = body["metadata"]
         self.client.calls.append(("replace", self.kind, meta.get("namespace"), meta["name"]))
+        self.client.check_request("update", self.kind, meta.get("namespace"))
         key = self._key(meta["name"], meta.get("namespace"))
         live = self.client.store.get(key)
         if live is None:
@@ -180,7 +219,7 @@ class FakeResource:
                ) -> t.Dict[str, t.Any]:
         """Keep ``body`` as the object at ``key`` with ``uid`` and a new resourceVersion (a create or replace)."""
         obj = copy.deepcopy(body)
-        obj["metadata"].update({"uid": uid, "resourceVersion": str(len(self.client.calls))})
+        obj["metadata"].update({"uid": uid, "resourceVersion": self.client.next_resource_version()})
         self.client.store[key] = obj
         self.client.writes.append((verb, key))
         return copy.deepcopy(obj)
@@ -188,6 +227,7 @@ class FakeResource:
     def delete(self, name: str, namespace: t.Optional[str] = None, propagation_policy: str = "Background",
                dry_run: bool = False, preconditions: t.Optional[t.Mapping[str, t.Any]] = None) -> t.Optional[t.Dict[str, t.Any]]:
         self.client.calls.append(("delete", self.kind, namespace, name, dry_run))
+        self.client.check_request("delete", self.kind, namespace)
         key = self._key(name, namespace)
         if key not in self.client.store:
             return None
@@ -214,6 +254,12 @@ def foreign_object(kind: str, name: str, namespace: t.Optional[str] = None, spec
         obj["spec"] = spec
     obj.update(top)
     return obj
+
+
+def node(name: str, labels: t.Mapping[str, str], allocatable: t.Mapping[str, str]) -> t.Dict[str, t.Any]:
+    """A Node as the kubelet and the device plugin report it (labels and status.allocatable), to seed a fake with."""
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels)},
+            "status": {"allocatable": dict(allocatable)}}
 
 
 def selector_matches(selector: t.Optional[str], labels: t.Mapping[str, str]) -> bool:
@@ -245,6 +291,8 @@ def api_exception(status: int, reason: str, message: str, causes: t.Optional[t.L
 class FakeClient:
     """KubeClient-compatible fake."""
 
+    host = "https://fake.example:6443"
+
     def __init__(self, kueue_versions: t.Sequence[str] = ("v1beta2",), strict_namespaces: bool = False) -> None:
         self.kinds: t.Dict[str, t.Dict[str, t.Tuple[str, bool]]] = {
             k: dict(v) for k, v in KINDS.items() if not k.startswith("kueue")}
@@ -254,6 +302,13 @@ class FakeClient:
         self.calls: t.List[t.Tuple[t.Any, ...]] = []
         self.writes: t.List[t.Tuple[t.Any, ...]] = []
         self.fail_apply: t.Dict[str, Exception] = {}
+        # RBAC: (verb, kind) -> the namespaces where the verb is still allowed (empty: nowhere), see forbid()
+        self.denied: t.Dict[t.Tuple[str, str], t.Tuple[str, ...]] = {}
+        # validating admission (a webhook, a ValidatingAdmissionPolicy): called with (resource, body, dry_run) before
+        # an apply is stored; it refuses by raising, as the API server answers a denied request
+        self.admission: t.List[t.Callable[[FakeResource, t.Dict[str, t.Any], bool], None]] = []
+        self._resource_version = 0
+        self.reachable = True  # False: the API server cannot be reached, every request fails (a down cluster)
         self.strict_namespaces = strict_namespaces
         self._resources: t.Dict[t.Tuple[str, str], FakeResource] = {}
 
@@ -272,8 +327,41 @@ class FakeClient:
             self._resources[key] = FakeResource(self, api_version, kind, plural, namespaced)
         return self._resources[key]
 
+    def forbid(self, verb: str, kind: str, except_namespaces: t.Sequence[str] = ()) -> None:
+        """Deny ``verb`` (get, list, patch, create, update, delete) on ``kind`` with a 403, as a least-privilege
+        account's RBAC does, except in ``except_namespaces`` (a Role bound only there)."""
+        self.denied[(verb, kind)] = tuple(except_namespaces)
+
+    def check_request(self, verb: str, kind: str, namespace: t.Optional[str]) -> None:
+        """What stops a request before the object is touched: an unreachable server, then RBAC (see forbid)."""
+        self.check_reachable()
+        allowed = self.denied.get((verb, kind))
+        if allowed is not None and namespace not in allowed:
+            plural = "%ss" % kind.lower()
+            raise api_exception(403, "Forbidden", '%s is forbidden: User "fake" cannot %s resource "%s"%s' % (
+                plural, verb, plural, ' in the namespace "%s"' % namespace if namespace else " at the cluster scope"))
+
+    def check_reachable(self) -> None:
+        if not self.reachable:
+            raise ApiUnreachable("cannot reach the API server at %s" % self.host)
+
+    def next_resource_version(self) -> str:
+        """A resourceVersion never handed out before (a counter, so reset_calls cannot make one repeat)."""
+        self._resource_version += 1
+        return str(self._resource_version)
+
     def count(self, verb: str) -> int:
         return sum(1 for c in self.calls if c[0] == verb)
+
+    def verbs(self) -> t.List[t.Tuple[str, str]]:
+        """Every call as (verb, kind), "-dry" appended to a dry run's verb (an apply, an apply admission refused, a
+        delete): the request sequence without names. A request to a path is ("request", method)."""
+        return [(c[0] + ("-dry" if len(c) > 4 and c[4] else ""), c[1]) for c in self.calls]
+
+    def side_effects(self) -> t.List[t.Tuple[t.Any, ...]]:
+        """Every call that is not a read: applies and deletes (dry runs included), creates, replaces, requests
+        other than GET."""
+        return [c for c in self.calls if c[0] not in ("get", "list") and not (c[0] == "request" and c[1] == "GET")]
 
     def reset_calls(self) -> None:
         self.calls = []

@@ -20,7 +20,8 @@ from module_utils.fake_kube import FakeClient, FakeResource  # noqa: E402  pylin
 
 NAMESPACED = {"Subscription", "InstallPlan", "ClusterServiceVersion", "OperatorGroup", "LocalQueue", "Secret",
               "ConfigMap", "ServiceMonitor", "PodMonitor", "PrometheusRule", "GrafanaDashboard", "ScaledObject",
-              "RoleBinding", "Deployment", "StatefulSet", "Pod", "Service", "Job", "Workload", "Lease"}
+              "RoleBinding", "ServiceAccount", "Deployment", "StatefulSet", "Pod", "Service", "Job", "Workload", "Lease",
+              "HardwareProfile"}
 
 
 class _ObjectsView(t.MutableMapping):
@@ -85,6 +86,7 @@ class FakeKube(FakeClient):
 
     def request(self, method, path, query=None, body=None, content_type=None, timeout=None):
         self.calls.append(("request", method, path))
+        self.check_reachable()
         if path == "/version":
             return {"gitVersion": self.version}
         if method == "PATCH" and content_type == "application/merge-patch+json":

@@ -11,46 +11,29 @@ import base64
 import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.retries import ApiUnreachable
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import fleet_secrets
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.fleet_runner import FleetRunner
 
-import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path)
-from test_tenants import FakeClient, FakeResource  # noqa: E402
+from test_tenants import KV, cluster, tenancy_writes  # noqa: E402  (tests/unit/modules, on sys.path)
 
-test_tenants.NAMESPACED.update({"ServiceAccount": True, "AdmissionCheck": False, "MultiKueueConfig": False,
-                                "MultiKueueCluster": False, "Workload": True})
+# the kinds of a fleet run besides the tenancy's: MultiKueue on the manager, the workers' dispatch account
+FLEET_SERVED = [("v1", "ServiceAccount"), (KV, "AdmissionCheck"), (KV, "MultiKueueConfig"), (KV, "MultiKueueCluster"),
+                (KV, "Workload")]
 TOKEN = "worker-sa-token-value"
 CA = base64.b64encode(b"worker-ca").decode()
 
 
-class TokenResource(FakeResource):
+def token_controller(kind, obj):
     """The worker's token controller: a service-account-token Secret gets its token when it is written."""
-
-    def apply(self, body, field_manager, force=False, dry_run=False):
-        out = super().apply(body, field_manager, force, dry_run)
-        if not dry_run and body.get("type") == "kubernetes.io/service-account-token":
-            key = self._key(body["metadata"]["name"], body["metadata"].get("namespace"))
-            self.api.objects[key]["data"] = {"token": base64.b64encode(TOKEN.encode()).decode(), "ca.crt": CA}
-        return out
+    if kind == "Secret" and obj.get("type") == "kubernetes.io/service-account-token":
+        obj["data"] = {"token": base64.b64encode(TOKEN.encode()).decode(), "ca.crt": CA}
 
 
-class Cluster(FakeClient):
-    host = "https://fake.example:6443"
-
-    def __init__(self, reachable=True):
-        super().__init__()
-        self.reachable = reachable
-
-    def request(self, method, path, query=None, body=None, content_type=None, timeout=None):
-        self.calls.append(("request", path))
-        if not self.reachable:
-            raise ApiUnreachable("cannot reach the API server at %s" % self.host)
-        return {"gitVersion": "v1.35.0"}
-
-    def resource(self, api_version, kind):
-        test_tenants.FakeClient.resource(self, api_version, kind)  # served?
-        return TokenResource(self, api_version, kind)
+def fleet_cluster():
+    """One cluster of the fleet: the tenants fake with the fleet's kinds and the token controller, no nodes."""
+    kube = cluster(served=FLEET_SERVED, nodes=())
+    kube.hooks.append(token_controller)
+    return kube
 
 
 def fleet_params(**extra):
@@ -73,7 +56,7 @@ def fleet_params(**extra):
 
 @pytest.fixture(name="fleet")
 def _fleet():
-    return {"hub": Cluster(), "east": Cluster(), "west": Cluster()}
+    return {"hub": fleet_cluster(), "east": fleet_cluster(), "west": fleet_cluster()}
 
 
 def run(fleet, p, check=False, diff=False):
@@ -103,17 +86,17 @@ def test_one_run_converges_the_manager_and_every_worker_then_changes_nothing(fle
     assert binding["metadata"]["labels"]["gpuaas.io/tenant"] == "vision"
 
     for cluster in fleet.values():
-        cluster.calls.clear()
+        cluster.reset_calls()
     assert run(fleet, fleet_params(), check=True)["changed"] is False
     second = run(fleet, fleet_params())
     assert second["changed"] is False and second["summary"]["created"] == second["summary"]["updated"] == 0
-    assert not [w for c in fleet.values() for w in c.writes()]
+    assert not [w for c in fleet.values() for w in tenancy_writes(c)]
 
 
 def test_check_mode_writes_nothing_anywhere_and_diffs_name_the_cluster(fleet):
     result = run(fleet, fleet_params(), check=True, diff=True)
     assert result["changed"] is True
-    assert not [c for cluster in fleet.values() for c in cluster.calls if c[0] in ("apply", "delete", "lock-create")]
+    assert not [c for cluster in fleet.values() for c in cluster.verbs() if c[0] in ("apply", "delete", "create")]
     assert {d["after_header"].split(":")[0] for d in result["diff"]} == {"hub", "east", "west"}
     assert {r["cluster"] for r in result["created"]} == {"hub", "east", "west"}
 
@@ -136,8 +119,8 @@ def test_a_refusal_on_one_worker_stops_the_run_before_any_write_on_the_others(fl
         run(fleet, fleet_params())
     assert "before writing on any cluster" in err.value.message
     assert any(p.startswith("worker 'east'") for p in err.value.problems), err.value.problems
-    assert not [w for c in fleet.values() for w in c.writes()]
-    assert not [c for cluster in fleet.values() for c in cluster.calls if c[0].startswith("lock")]
+    assert not [w for c in fleet.values() for w in tenancy_writes(c)]
+    assert not [c for cluster in fleet.values() for c in cluster.side_effects() if c[1] == "Lease"]
 
 
 def test_offboarding_removes_the_tenant_share_on_every_worker(fleet):
@@ -207,7 +190,7 @@ def test_a_worker_to_remove_that_holds_a_workload_refuses_the_run_with_nothing_w
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
         "metadata": {"name": "job-train-1", "namespace": "vision"}, "status": {"clusterName": "west"}}
     for cluster in fleet.values():
-        cluster.calls.clear()
+        cluster.reset_calls()
     with pytest.raises(GpuaasError) as err:
         run(fleet, retiring_west(prune_workers=True, tenants=[{
             "name": "vision", "namespaces": ["vision"],
@@ -216,7 +199,7 @@ def test_a_worker_to_remove_that_holds_a_workload_refuses_the_run_with_nothing_w
     assert err.value.problems == ["worker 'west' cannot be removed: 1 workload dispatched to it has not finished: "
                                   "vision/job-train-1"]
     assert "workerLostTimeout" in err.value.hint
-    assert not [w for c in fleet.values() for w in c.writes()]
+    assert not [w for c in fleet.values() for w in tenancy_writes(c)]
     assert config_clusters(fleet) == ["east", "west"]
 
 
@@ -262,7 +245,7 @@ def test_reachable_only_converges_the_others_and_leaves_the_unreachable_worker_a
     run(fleet, fleet_params())
     secret_before = dict(fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-west")])
     fleet["west"].reachable = False
-    fleet["west"].calls.clear()
+    fleet["west"].reset_calls()
     grown = fleet_params(reachable_only=True, tenants=[{
         "name": "vision", "namespaces": ["vision"], "quotas": [{"flavor": "a100", "resources": {"nvidia.com/gpu": 15}}]}])
     runner = FleetRunner(None, grown, sleep=lambda s: None, clock=lambda: 0.0, clients=fleet)
@@ -270,7 +253,7 @@ def test_reachable_only_converges_the_others_and_leaves_the_unreachable_worker_a
     assert list(result["workers"]["skipped"]) == ["west"] and "west" not in result["clusters"]
     assert [w for w in runner.warnings if w.startswith("reachable_only: 1 worker skipped")], runner.warnings
     assert quota(fleet["hub"])[0] == "15" and quota(fleet["east"])[0] == "10"  # east's share of 15 over 16:8
-    assert fleet["west"].calls == [("request", "/version")] * len(fleet["west"].calls)  # only the probe
+    assert fleet["west"].calls == [("request", "GET", "/version")] * len(fleet["west"].calls)  # only the probe
     assert fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-west")] == secret_before
     assert config_clusters(fleet) == ["east", "west"]
 

@@ -24,7 +24,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_
 from fake_kube import FakeKube  # noqa: E402  (tests/unit/modules, on sys.path)
 from test_node_pools_module import SERVED, machineset
 from test_node_pools_module import params as pool_params
-from test_tenants import NODES, FakeClient, params
+from test_tenants import cluster, params
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ENV_TOKEN = "awx-credential-t0ken"
@@ -55,7 +55,7 @@ def bearer(client, name="gpuaas-prometheus"):
 # -- tenants and node pools honour the AWX credential ---------------------------------------------------------
 
 def test_tenants_hand_the_awx_credential_token_to_keda(awx_env):
-    client = FakeClient(NODES)
+    client = cluster()
     registered = tenants_run(client, params())  # the lab inventory: url, no token
     assert bearer(client) == ENV_TOKEN
     assert ENV_TOKEN in registered  # masked from the moment it was read
@@ -65,7 +65,7 @@ def test_tenants_hand_the_awx_credential_token_to_keda(awx_env):
 
 
 def test_the_inventory_token_wins_over_the_awx_credential(awx_env):
-    client = FakeClient(NODES)
+    client = cluster()
     tenants_run(client, params(prometheus={"url": "https://prom:9091", "token": "inventory-token"}))
     assert bearer(client) == "inventory-token"
 
@@ -73,7 +73,7 @@ def test_the_inventory_token_wins_over_the_awx_credential(awx_env):
 def test_without_the_credential_nothing_changes(monkeypatch):
     for var in (pc.ENV_URL, pc.ENV_TOKEN, pc.ENV_TOKEN_FILE, pc.ENV_CA_FILE):
         monkeypatch.delenv(var, raising=False)
-    client = FakeClient(NODES)
+    client = cluster()
     tenants_run(client, params())
     assert ("Secret", "keda", "gpuaas-prometheus") not in client.objects
 

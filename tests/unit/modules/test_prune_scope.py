@@ -8,40 +8,24 @@ from __future__ import annotations
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube import engine as ae
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube import ownership, results
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_runner import NodePoolsRunner
 
 import fake_kube  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
-import test_tenants  # noqa: E402
-from test_tenants import NODES, params, run
+from test_tenants import cluster, params, run  # noqa: E402
 
 PROM = {"url": "https://prom:9091", "token": "s3cret"}
 
 
-class LeastPrivilegeClient(test_tenants.FakeClient):
-    """The tenants fake with the shipped role's Secret rule: LIST Secrets only in the KEDA namespace (403 else).
+def least_privilege_cluster(secret_namespaces=("keda",)):
+    """The tenants fake with the shipped role's Secret rule: LIST Secrets only in the KEDA namespace (403 else)."""
+    client = cluster()
+    client.forbid("list", "Secret", except_namespaces=secret_namespaces)
+    return client
 
-    Every LIST is recorded as (kind, namespace or None)."""
 
-    secret_namespaces = ("keda",)
-
-    def __init__(self, nodes=None):
-        super().__init__(nodes)
-        self.lists = []
-
-    def resource(self, api_version, kind):
-        res = super().resource(api_version, kind)
-        client = self
-        plain_list = res.list
-
-        def listing(namespace=None, label_selector=None, field_selector=None):
-            client.lists.append((kind, namespace))
-            if kind == "Secret" and namespace not in client.secret_namespaces:
-                raise ApiException(status=403, reason="Forbidden")
-            return plain_list(namespace=namespace, label_selector=label_selector, field_selector=field_selector)
-
-        res.list = listing
-        return res
+def lists(client):
+    """Every LIST since the last reset_calls (the forbidden ones included): (kind, namespace or None)."""
+    return [(c[1], c[2]) for c in client.calls if c[0] == "list"]
 
 
 def owned(kind, name, namespace=None, tenant=None, api_version="v1"):
@@ -55,43 +39,42 @@ def owned(kind, name, namespace=None, tenant=None, api_version="v1"):
 
 
 def test_full_tenancy_run_reads_secrets_only_in_the_keda_namespace():
-    client = LeastPrivilegeClient(NODES)
+    client = least_privilege_cluster()
     first = run(client, params(prometheus=PROM))
     assert ("Secret", "keda", "gpuaas-prometheus") in client.objects and first["changed"] is True
-    assert {ns for kind, ns in client.lists if kind == "Secret"} == {"keda"}  # there only
+    assert {ns for kind, ns in lists(client) if kind == "Secret"} == {"keda"}  # there only
     # prune on, the credential no longer needed: the Secret is pruned, read in the KEDA namespace only
-    client.lists.clear()
+    client.reset_calls()
     pruned = run(client, params(prometheus={"url": "http://prom:9090"}, prune=True))
     assert {"apiVersion": "v1", "kind": "Secret", "name": "gpuaas-prometheus", "namespace": "keda"} in pruned["deleted"]
-    assert {ns for kind, ns in client.lists if kind == "Secret"} == {"keda"}
+    assert {ns for kind, ns in lists(client) if kind == "Secret"} == {"keda"}
     # the other namespaced kinds stay one label-selected LIST across namespaces (the role may list them)
-    assert [ns for kind, ns in client.lists if kind == "LocalQueue"][-1] is None
+    assert [ns for kind, ns in lists(client) if kind == "LocalQueue"][-1] is None
 
 
 def test_empty_inventory_report_reads_secrets_only_in_the_keda_namespace():
-    client = LeastPrivilegeClient(NODES)
+    client = least_privilege_cluster()
     run(client, params(prometheus=PROM))
-    client.lists.clear()
+    client.reset_calls()
     result = run(client, params(tenants=[], flavors=[], cohorts=[], priorities=[], prometheus={}))
     assert result["drift"]["skipped_writes"] is True
     assert {"apiVersion": "v1", "kind": "Secret", "name": "gpuaas-prometheus", "namespace": "keda"} in \
         result["drift"]["unmanaged_objects"]
-    assert {ns for kind, ns in client.lists if kind == "Secret"} == {"keda"}
+    assert {ns for kind, ns in lists(client) if kind == "Secret"} == {"keda"}
 
 
 def test_owned_secret_outside_the_keda_namespace_is_never_read_nor_pruned():
-    client = LeastPrivilegeClient(NODES)
-    client.secret_namespaces = ("keda", "elsewhere")
+    client = least_privilege_cluster(secret_namespaces=("keda", "elsewhere"))
     stray = owned("Secret", "gpuaas-prometheus", "elsewhere")
     client.objects[("Secret", "elsewhere", "gpuaas-prometheus")] = stray
     result = run(client, params(prune=True))
     assert ("Secret", "elsewhere", "gpuaas-prometheus") in client.objects
     assert not [d for d in result["deleted"] if d["kind"] == "Secret"]
-    assert ("Secret", "elsewhere") not in client.lists and ("Secret", None) not in client.lists
+    assert ("Secret", "elsewhere") not in lists(client) and ("Secret", None) not in lists(client)
 
 
 def test_removed_tenant_is_pruned_in_every_namespace_even_one_that_lost_its_tenant_label():
-    client = LeastPrivilegeClient(NODES)
+    client = least_privilege_cluster()
     run(client, params(prometheus=PROM))
     # an admin removed the tenant label from one of vision's namespaces; its queue and bindings are still ours
     del client.objects[("Namespace", None, "vision-prod")]["metadata"]["labels"]["gpuaas.io/tenant"]
@@ -103,7 +86,7 @@ def test_removed_tenant_is_pruned_in_every_namespace_even_one_that_lost_its_tena
         assert ("LocalQueue", ns, "default") in deleted
         assert ("RoleBinding", ns, "gpuaas-users") in deleted
     assert ("Secret", "keda", "gpuaas-prometheus") in client.objects  # still desired
-    assert ("Secret", None) not in client.lists
+    assert ("Secret", None) not in lists(client)
 
 
 def test_engine_reads_a_pinned_kind_only_in_its_namespaces_whatever_their_number():

@@ -16,14 +16,14 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import 
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile import tenancy_runner
 
-from test_tenants import NODES, FakeClient, params, run  # noqa: E402  (tests/unit/modules, on sys.path)
+from test_tenants import cluster, params, run  # noqa: E402  (tests/unit/modules, on sys.path)
 
 PROM = {"url": "https://prom:9091", "token": "s3cret"}
 
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Calls of the parser and the builder, and every LIST by kind (the fake records no namespace)."""
+    """Calls of the parser and the builder."""
     counts = collections.Counter()
     parse, build = TenantModel.from_inventory, builders.desired_objects
 
@@ -45,11 +45,11 @@ def lists(client):
 
 
 def test_one_run_parses_once_builds_once_and_lists_each_kind_once(counted):
-    client = FakeClient(NODES)
+    client = cluster()
     run(client, params(prometheus=PROM))  # converge: every kind exists
     p = params(prometheus=PROM, prune=True)
     p["tenants"][1]["namespaces"] = ["vision-dev"]  # a LocalQueue, RoleBindings to prune, a namespace to keep
-    client.calls.clear()
+    client.reset_calls()
     counted.clear()
     check = run(client, p, check=True)
     assert (counted["parse"], counted["build"]) == (1, 1)
@@ -57,7 +57,7 @@ def test_one_run_parses_once_builds_once_and_lists_each_kind_once(counted):
     assert {"ClusterQueue", "LocalQueue", "Namespace", "RoleBinding", "Secret", "Node"} <= set(lists(client))
     assert check["summary"]["deleted"] >= 3 and check["kept_namespaces"] == ["vision-prod"]
 
-    client.calls.clear()
+    client.reset_calls()
     counted.clear()
     real = run(client, p)
     assert (counted["parse"], counted["build"]) == (1, 1)
@@ -69,7 +69,7 @@ def test_one_run_parses_once_builds_once_and_lists_each_kind_once(counted):
 
 
 def test_state_read_again_under_the_lock_when_another_run_changed_a_cluster_queue(counted, monkeypatch):
-    client = FakeClient(NODES)
+    client = cluster()
     run(client, params())
     acquire = LeaseLock.acquire
 
@@ -78,7 +78,7 @@ def test_state_read_again_under_the_lock_when_another_run_changed_a_cluster_queu
         return acquire(lock)
 
     monkeypatch.setattr(LeaseLock, "acquire", another_run_finished_meanwhile)
-    client.calls.clear()
+    client.reset_calls()
     counted.clear()
     result = run(client, params())
     assert (counted["parse"], counted["build"]) == (1, 1)  # read again, not built again
@@ -87,7 +87,7 @@ def test_state_read_again_under_the_lock_when_another_run_changed_a_cluster_queu
 
 
 def test_a_status_update_meanwhile_is_no_reason_to_read_again(counted, monkeypatch):
-    client = FakeClient(NODES)
+    client = cluster()
     run(client, params())
     acquire = LeaseLock.acquire
 
@@ -98,13 +98,13 @@ def test_a_status_update_meanwhile_is_no_reason_to_read_again(counted, monkeypat
         return acquire(lock)
 
     monkeypatch.setattr(LeaseLock, "acquire", kueue_wrote_a_status_meanwhile)
-    client.calls.clear()
+    client.reset_calls()
     run(client, params())
     assert lists(client)["ClusterQueue"] == 2 and lists(client)["LocalQueue"] == 1
 
 
 def test_the_credential_fills_the_secret_it_is_read_for():
-    client = FakeClient(NODES)
+    client = cluster()
     run(client, params(prometheus=PROM))
     secret = client.objects[("Secret", "keda", "gpuaas-prometheus")]
     assert tenancy_runner.CREDENTIAL_STAND_IN not in str(secret)
@@ -115,7 +115,7 @@ def test_an_empty_token_file_is_no_credential_after_all(counted, tmp_path):
     """The one case with a second build: the file named a credential, but held none (no Secret, plain triggers)."""
     empty = tmp_path / "token"
     empty.write_text("")
-    client = FakeClient(NODES)
+    client = cluster()
     run(client, params(prometheus={"url": "https://prom:9091", "token_file": str(empty)}))
     assert (counted["parse"], counted["build"]) == (1, 2)
     assert ("Secret", "keda", "gpuaas-prometheus") not in client.objects

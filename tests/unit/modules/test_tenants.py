@@ -10,165 +10,47 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.compare import project
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import InventoryError
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TenancyRunner
 
 # tests/unit/modules/fake_kube.py (on sys.path through conftest) puts the shared fake on sys.path
-import fake_kube  # noqa: F401  pylint: disable=unused-import
-from module_utils.fake_kube import selector_matches  # noqa: E402  (the one label-selector parser of the unit fakes)
+from fake_kube import FakeKube  # noqa: E402  (the one unit fake of the API server, server-side apply simulated)
+from module_utils.fake_kube import node  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 EXAMPLE = os.path.join(ROOT, "playbooks", "inventory", "lab", "group_vars", "all", "tenants.yml")
 
-NAMESPACED = {"Namespace": False, "Node": False, "ResourceFlavor": False, "Cohort": False,
-              "WorkloadPriorityClass": False, "ClusterQueue": False, "LocalQueue": True, "ClusterRole": False,
-              "ClusterRoleBinding": False, "RoleBinding": True, "ValidatingAdmissionPolicy": False,
-              "ValidatingAdmissionPolicyBinding": False, "Secret": True, "ScaledObject": True,
-              "ClusterTriggerAuthentication": False, "Lease": True}
-SERVED = {"v1", "kueue.x-k8s.io/v1beta2", "rbac.authorization.k8s.io/v1", "admissionregistration.k8s.io/v1",
-          "keda.sh/v1alpha1", "coordination.k8s.io/v1"}
+KV = "kueue.x-k8s.io/v1beta2"
+RBAC = "rbac.authorization.k8s.io/v1"
+ADMISSION = "admissionregistration.k8s.io/v1"
+KEDA = "keda.sh/v1alpha1"
+# the kinds a tenants run reads and writes (Nodes for the capacity check, a Lease for its lock)
+SERVED = [("v1", "Namespace"), ("v1", "Node"), ("v1", "Secret"), ("coordination.k8s.io/v1", "Lease"),
+          (KV, "ResourceFlavor"), (KV, "Cohort"), (KV, "WorkloadPriorityClass"), (KV, "ClusterQueue"),
+          (KV, "LocalQueue"), (RBAC, "ClusterRole"), (RBAC, "ClusterRoleBinding"), (RBAC, "RoleBinding"),
+          (ADMISSION, "ValidatingAdmissionPolicy"), (ADMISSION, "ValidatingAdmissionPolicyBinding"),
+          (KEDA, "ScaledObject"), (KEDA, "ClusterTriggerAuthentication")]
+
+NODES = (
+    node("gpu-h100-0", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu": "8"}),
+    node("gpu-h100-1", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, {"nvidia.com/gpu": "8"}),
+    node("gpu-a100-mig-0", {"nvidia.com/mig.config": "all-1g.10gb"}, {"nvidia.com/mig-1g.10gb": "7"}),
+)
 
 
-def fieldset(value):
-    if isinstance(value, dict):
-        return {"f:%s" % k: fieldset(v) for k, v in value.items()}
-    return {}
+def cluster(served=(), nodes=NODES, unserved=()):
+    """A fake API server serving the tenants run's kinds (plus ``served``, but not the kinds in ``unserved``), with
+    ``nodes``."""
+    kube = FakeKube([gvk for gvk in SERVED if gvk[1] not in unserved] + list(served))
+    for obj in nodes:
+        kube.add(obj)
+    return kube
 
 
-def deep_merge(into, other):
-    for key, value in other.items():
-        if key not in into:
-            into[key] = copy.deepcopy(value)
-        elif isinstance(into[key], dict) and isinstance(value, dict):
-            deep_merge(into[key], value)
-
-
-class FakeResource:
-    def __init__(self, api, api_version, kind):
-        self.api = api
-        self.api_version = api_version
-        self.kind = kind
-        self.namespaced = NAMESPACED[kind]
-
-    def _key(self, name, namespace):
-        return (self.kind, namespace if self.namespaced else None, name)
-
-    def get(self, name, namespace=None):
-        self.api.calls.append(("get", self.kind))
-        if self.kind == "Lease" and getattr(self.api, "lease_forbidden", False):
-            from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
-            raise ApiException(status=403, reason="Forbidden")
-        obj = self.api.objects.get(self._key(name, namespace))
-        return copy.deepcopy(obj)
-
-    def list(self, namespace=None, label_selector=None, field_selector=None):
-        self.api.calls.append(("list", self.kind))
-        out = []
-        for (kind, ns, _name), obj in self.api.objects.items():
-            if kind != self.kind or (namespace and ns != namespace):
-                continue
-            if selector_matches(label_selector, obj["metadata"].get("labels") or {}):
-                out.append(copy.deepcopy(obj))
-        return out
-
-    def apply(self, body, field_manager, force=False, dry_run=False):
-        self.api.calls.append(("apply-dry" if dry_run else "apply", self.kind))
-        meta = body["metadata"]
-        key = self._key(meta["name"], meta.get("namespace"))
-        live = copy.deepcopy(self.api.objects.get(key)) or {"metadata": {}}
-        if self.kind == "LocalQueue" and live.get("spec") and live["spec"].get("clusterQueue") != body["spec"]["clusterQueue"]:
-            raise GpuaasError("LocalQueue spec.clusterQueue: field is immutable")
-        merged = copy.deepcopy(body)
-        others = [m for m in live["metadata"].get("managedFields") or [] if m["manager"] != field_manager]
-        for entry in others:  # fields other managers applied survive (server-side apply)
-            deep_merge(merged, project(live, entry["fieldsV1"]))
-        merged["metadata"]["managedFields"] = others + [{"manager": field_manager, "operation": "Apply",
-                                                         "apiVersion": body["apiVersion"], "fieldsV1": fieldset(body)}]
-        merged["metadata"]["uid"] = live["metadata"].get("uid", "uid-%d" % len(self.api.objects))
-        if "status" in live:
-            merged["status"] = live["status"]
-        if not dry_run:
-            self.api.objects[key] = merged
-        return copy.deepcopy(merged)
-
-    # create/replace (used by the Lease lock): recorded as "lock-*" calls, not as tenancy writes
-    def create(self, body, field_manager=None):
-        from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
-        self.api.calls.append(("lock-create", self.kind))
-        key = self._key(body["metadata"]["name"], body["metadata"].get("namespace"))
-        if key in self.api.objects:
-            raise ApiException(status=409, reason="AlreadyExists")
-        obj = copy.deepcopy(body)
-        self.api.rv += 1
-        obj["metadata"].update({"resourceVersion": str(self.api.rv), "uid": "uid-lease"})
-        self.api.objects[key] = obj
-        return copy.deepcopy(obj)
-
-    def replace(self, body, field_manager=None):
-        from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
-        self.api.calls.append(("lock-replace", self.kind))
-        key = self._key(body["metadata"]["name"], body["metadata"].get("namespace"))
-        live = self.api.objects.get(key)
-        if live is None:
-            raise ApiException(status=404, reason="NotFound")
-        if body["metadata"].get("resourceVersion") != live["metadata"]["resourceVersion"]:
-            raise ApiException(status=409, reason="Conflict")
-        obj = copy.deepcopy(body)
-        self.api.rv += 1
-        obj["metadata"].update({"resourceVersion": str(self.api.rv), "uid": live["metadata"].get("uid")})
-        self.api.objects[key] = obj
-        return copy.deepcopy(obj)
-
-    def delete(self, name, namespace=None, propagation_policy="Background", dry_run=False, preconditions=None):
-        if self.kind == "Lease":
-            self.api.calls.append(("lock-delete", self.kind))
-            live = self.api.objects.get(self._key(name, namespace))
-            if live and preconditions and preconditions.get("resourceVersion") != live["metadata"]["resourceVersion"]:
-                from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
-                raise ApiException(status=409, reason="Conflict")
-            return self.api.objects.pop(self._key(name, namespace), None)
-        self.api.calls.append(("delete-dry" if dry_run else "delete", self.kind))
-        key = self._key(name, namespace)
-        if key not in self.api.objects:
-            return None
-        if dry_run:
-            return self.api.objects[key]
-        return self.api.objects.pop(key)
-
-
-class FakeClient:
-    def __init__(self, nodes=None):
-        self.objects = {}
-        self.calls = []
-        self.rv = 0
-        for node in nodes or []:
-            self.objects[("Node", None, node["name"])] = {
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": node["name"], "labels": node["labels"]},
-                "status": {"allocatable": node["allocatable"]}}
-
-    def served(self, group_version):
-        return group_version in SERVED
-
-    def resource(self, api_version, kind):
-        if api_version not in SERVED:
-            raise GpuaasError("%s %s is not served" % (api_version, kind))
-        return FakeResource(self, api_version, kind)
-
-    def writes(self):
-        return [c for c in self.calls if c[0] in ("apply", "delete")]
-
-    def names(self, kind):
-        return sorted((ns, name) for (k, ns, name) in self.objects if k == kind)
-
-
-NODES = [
-    {"name": "gpu-h100-0", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, "allocatable": {"nvidia.com/gpu": "8"}},
-    {"name": "gpu-h100-1", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, "allocatable": {"nvidia.com/gpu": "8"}},
-    {"name": "gpu-a100-mig-0", "labels": {"nvidia.com/mig.config": "all-1g.10gb"}, "allocatable": {"nvidia.com/mig-1g.10gb": "7"}},
-]
+def tenancy_writes(client):
+    """The writes of the runs so far apart from their lock (the Lease is created and deleted by every real run)."""
+    return [w for w in client.writes if w[1][0] != "Lease"]
 
 
 def params(**extra):
@@ -190,7 +72,7 @@ def run(client, p, check=False, diff=False, clock=None):
 
 @pytest.fixture
 def converged():
-    client = FakeClient(NODES)
+    client = cluster()
     result = run(client, params())
     return client, result
 
@@ -201,11 +83,11 @@ def test_converge_then_noop(converged):
     assert result["summary"]["created"] == result["objects"] == 43  # + gpuaas-namespace-labels policy and binding
     assert result["capacity"]["h100"] == {"nvidia.com/gpu": "16"}
     assert result["tenants"]["nlp"] == ["nlp-train", "nlp-serve"]
-    client.calls.clear()
+    client.reset_calls()
     again = run(client, params())
     assert again["changed"] is False
     assert again["summary"] == {"created": 0, "updated": 0, "unchanged": 43, "deleted": 0}
-    assert client.writes() == []
+    assert tenancy_writes(client) == []
     # a no-op costs LISTs only: no GET and no apply per object (the one GET is the lock's Lease)
     assert not [c for c in client.calls if c[0] == "get" and c[1] != "Lease"]
     assert again["lock"]["lease"] == "Lease kube-system/gpuaas-tenants"
@@ -216,11 +98,11 @@ def test_check_mode_diff_shows_quota_change_and_writes_nothing(converged):
     client = converged[0]
     p = params()
     p["tenants"][0]["quotas"][0]["resources"]["nvidia.com/gpu"] = 6
-    client.calls.clear()
+    client.reset_calls()
     result = run(client, p, check=True, diff=True)
     assert result["changed"] is True
     assert result["updated"] == [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "name": "nlp"}]
-    assert client.writes() == []
+    assert client.writes == []
     (diff,) = result["diff"]
     before = diff["before"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
     after = diff["after"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
@@ -233,11 +115,11 @@ def test_broken_inventory_fails_before_any_request_that_writes(converged):
     p["tenants"][0]["quotas"][0]["flavor"] = "h200"
     p["tenants"][1]["namespaces"] = ["nlp-train"]
     p["cohorts"].append({"name": "x", "parent": "x"})
-    client.calls.clear()
+    client.reset_calls()
     with pytest.raises(InventoryError) as info:
         run(client, p)
     assert len(info.value.problems) == 3
-    assert client.writes() == [] and [c for c in client.calls if c[0].startswith("apply")] == []
+    assert client.writes == [] and client.count("apply") == 0  # not even a dry run
 
 
 def test_capacity_error_lists_flavor(converged):
@@ -268,7 +150,7 @@ def test_removing_a_tenant_drains_then_deletes_only_its_objects(converged):
 
     result = run(client, dict(p, prune=True), clock=clock)
     assert result["offboarded"] == ["vision"]
-    assert ("apply", "ClusterQueue") in client.calls  # the drain
+    assert ("apply", "ClusterQueue", None, "vision", False) in client.calls  # the drain
     deleted = {(d["kind"], d.get("namespace"), d["name"]) for d in result["deleted"]}
     assert ("ClusterQueue", None, "vision") in deleted
     assert ("LocalQueue", "vision-dev", "default") in deleted
@@ -295,7 +177,10 @@ def test_drain_timeout_deletes_nothing(converged):
     # back in the inventory: the drain stop policy is released
     client.objects[("ClusterQueue", None, "vision")]["status"] = {}
     run(client, params())
-    assert "stopPolicy" not in client.objects[("ClusterQueue", None, "vision")]["spec"]
+    released = client.objects[("ClusterQueue", None, "vision")]
+    # the run no longer applies the field, so the API server defaults it again (Kueue's CRD default is None)
+    assert released["spec"]["stopPolicy"] == "None"
+    assert not [e for e in released["metadata"]["managedFields"] if "f:stopPolicy" in e["fieldsV1"].get("f:spec", {})]
 
 
 def test_delete_namespaces_and_limit(converged):
@@ -323,12 +208,12 @@ def test_moved_namespace_recreates_local_queue(converged):
 
 def test_unknown_limit_tenant():
     with pytest.raises(GpuaasError) as info:
-        run(FakeClient(NODES), params(limit_tenants=["nobody"]))
+        run(cluster(), params(limit_tenants=["nobody"]))
     assert "limit_tenants names nobody" in info.value.message
 
 
 def test_secret_data_is_redacted_in_diff():
-    client = FakeClient(NODES)
+    client = cluster()
     p = params()
     p["prometheus"] = {"url": "https://prom:9091", "token": "s3cret"}
     result = run(client, p, diff=True)
@@ -338,10 +223,10 @@ def test_secret_data_is_redacted_in_diff():
 
 def test_token_secret_is_read_and_copied_to_keda_namespace():
     import base64
-    client = FakeClient(NODES)
-    client.objects[("Secret", "monitoring-ro", "prom-reader")] = {
+    client = cluster()
+    client.add({
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "prom-reader", "namespace": "monitoring-ro"},
-        "data": {"token": base64.b64encode(b"tok").decode()}}
+        "data": {"token": base64.b64encode(b"tok").decode()}})
     p = params()
     p["prometheus"] = {"url": "https://prom:9091", "token_secret": {"name": "prom-reader", "namespace": "monitoring-ro"}}
     run(client, p)
@@ -358,12 +243,12 @@ def test_moved_namespace_in_check_mode_writes_nothing(converged):
     p = params()
     p["tenants"][1]["namespaces"] = ["vision-dev"]
     p["tenants"][2]["namespaces"] = ["analytics", "vision-prod"]
-    client.calls.clear()
+    client.reset_calls()
     result = run(client, p, check=True)
     assert result["recreated_local_queues"] == ["vision-prod/default"]
     assert {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "name": "default",
             "namespace": "vision-prod"} in result["created"]
-    assert client.writes() == []
+    assert client.writes == []
     assert client.objects[("LocalQueue", "vision-prod", "default")]["spec"]["clusterQueue"] == "vision"
 
 
@@ -371,13 +256,13 @@ def test_moved_namespace_in_check_mode_writes_nothing(converged):
 
 def test_missing_tenant_is_kept_and_reported_as_drift_without_prune(converged):
     client = converged[0]
-    before = copy.deepcopy(client.objects)
+    before = copy.deepcopy(dict(client.objects))
     p = params()
     p["tenants"] = [x for x in p["tenants"] if x["name"] != "vision"]
-    client.calls.clear()
+    client.reset_calls()
     result = run(client, p)
     assert result["changed"] is False and result["deleted"] == [] and result["offboarded"] == []
-    assert client.writes() == []
+    assert tenancy_writes(client) == []
     assert result["drift"]["unmanaged_tenants"] == ["vision"]
     drift = {(o["kind"], o.get("namespace"), o["name"]) for o in result["drift"]["unmanaged_objects"]}
     assert ("ClusterQueue", None, "vision") in drift and ("LocalQueue", "vision-dev", "default") in drift
@@ -389,7 +274,7 @@ def test_missing_tenant_is_kept_and_reported_as_drift_without_prune(converged):
     assert check["offboarded"] == ["vision"]
     assert ("ClusterQueue", None, "vision") in {(d["kind"], d.get("namespace"), d["name"]) for d in check["deleted"]}
     assert check["drift"]["unmanaged_tenants"] == []
-    assert client.writes() == []
+    assert tenancy_writes(client) == []
 
 
 def test_state_absent_removes_the_tenant_without_prune(converged):
@@ -404,13 +289,13 @@ def test_state_absent_removes_the_tenant_without_prune(converged):
 
 def test_empty_tenant_list_writes_nothing_and_reports_every_tenant(converged):
     client = converged[0]
-    before = copy.deepcopy(client.objects)
-    client.calls.clear()
+    before = copy.deepcopy(dict(client.objects))
+    client.reset_calls()
     rec = TenancyRunner(client, params(tenants=[], flavors=[], cohorts=[], priorities=[], prometheus={}),
                         sleep=lambda s: None, clock=lambda: 0.0)
     result = rec.run()
-    assert client.objects == before
-    assert [c for c in client.calls if not c[0] in ("get", "list")] == []  # not even the lock
+    assert dict(client.objects) == before
+    assert client.side_effects() == []  # not even the lock
     assert result["changed"] is False and result["drift"]["skipped_writes"] is True
     assert result["drift"]["unmanaged_tenants"] == ["analytics", "nlp", "vision"]
     drift = {(o["kind"], o.get("namespace"), o["name"]) for o in result["drift"]["unmanaged_objects"]}
@@ -421,12 +306,12 @@ def test_empty_tenant_list_writes_nothing_and_reports_every_tenant(converged):
 
 def test_empty_tenant_list_with_prune_is_refused_unless_allowed(converged):
     client = converged[0]
-    before = copy.deepcopy(client.objects)
+    before = copy.deepcopy(dict(client.objects))
     with pytest.raises(GpuaasError) as info:
         run(client, params(tenants=[], prune=True))
     assert "refusing to prune with an empty tenant list" in info.value.message
     assert "gpuaas_tenants_allow_empty" in info.value.hint
-    assert client.objects == before
+    assert dict(client.objects) == before
     result = run(client, params(tenants=[], prune=True, allow_empty=True))
     assert sorted(result["offboarded"]) == ["analytics", "nlp", "vision"]
     assert not [k for k in client.objects if k[0] == "ClusterQueue"]
@@ -449,19 +334,19 @@ def test_another_runs_lock_fails_with_holder_and_since(converged):
     p = params()
     p["tenants"][1]["state"] = "absent"
     ticks = iter(range(0, 1000, 5))
-    before = copy.deepcopy(client.objects)
+    before = copy.deepcopy(dict(client.objects))
     with pytest.raises(GpuaasError) as info:
         run(client, dict(p, lock_wait=20), clock=lambda: float(next(ticks)))
     since = client.objects[("Lease", "kube-system", "gpuaas-tenants")]["spec"]["acquireTime"]
     assert info.value.message.startswith("another run (holder awx-node/pid-1/awx-job-7) holds the lock "
                                          "Lease kube-system/gpuaas-tenants since %s" % since)
-    assert client.objects == before  # nothing drained or pruned
+    assert dict(client.objects) == before  # nothing drained or pruned
     assert format_time(utcnow())[:4] == since[:4]
 
 
 def test_forbidden_lock_warns_that_the_run_is_unguarded(converged):
     client = converged[0]
-    client.lease_forbidden = True
+    client.forbid("get", "Lease")
     p = params()
     p["tenants"][1]["state"] = "absent"
     rec = TenancyRunner(client, p, sleep=lambda s: None, clock=lambda: 0.0)
@@ -475,16 +360,16 @@ def test_check_mode_takes_no_lock_but_warns_about_a_holder(converged):
     client = converged[0]
     from ansible_collections.gpuaas.platform.plugins.module_utils.kube.lease import LeaseLock
     LeaseLock(client, "gpuaas-tenants", "kube-system", identity="other-run").acquire()
-    client.calls.clear()
+    client.reset_calls()
     rec = TenancyRunner(client, params(), check_mode=True, sleep=lambda s: None, clock=lambda: 0.0)
     rec.run()
-    assert not [c for c in client.calls if c[0].startswith("lock-")]
+    assert not [c for c in client.side_effects() if c[1] == "Lease"]
     assert any("another run (holder other-run) holds the lock" in w for w in rec.warnings), rec.warnings
 
 
 def test_a_tenant_namespace_in_the_custom_platform_list_is_refused_before_any_request():
     """Issue 22 item 6: gpuaas_admission.platform_namespaces and the tenants' namespaces are cross-checked."""
-    client = FakeClient(NODES)
+    client = cluster()
     p = params(admission={"platform_namespaces": ["gpu-operator", "nlp-serve"]})
     with pytest.raises(InventoryError) as info:
         run(client, p)
@@ -492,4 +377,4 @@ def test_a_tenant_namespace_in_the_custom_platform_list_is_refused_before_any_re
         "gpuaas_tenants: namespace 'nlp-serve' of tenant 'nlp' is also a platform namespace in "
         "gpuaas_admission.platform_namespaces, where the admission policy does not apply; remove it from one of the "
         "two lists"]
-    assert client.writes() == []
+    assert client.side_effects() == []

@@ -10,39 +10,26 @@ import pytest
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
 import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
-from test_tenants import NODES, params, run
+from test_tenants import KV, params, run
+from module_utils.fake_kube import foreign_object  # noqa: E402  (the shared fake, on sys.path through test_tenants)
 
-KV = "kueue.x-k8s.io/v1beta2"
 WORKLOAD_KINDS = {"Pod": "v1", "Deployment": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
-for workload_kind in WORKLOAD_KINDS:
-    test_tenants.NAMESPACED.setdefault(workload_kind, True)
 
 
-class FakeClient(test_tenants.FakeClient):
+def workloads_cluster():
     """The tenants fake, also serving the workload kinds an adopted namespace is scanned for."""
-
-    def served(self, group_version):
-        return group_version in ("apps/v1", "batch/v1") or super().served(group_version)
-
-    def resource(self, api_version, kind):
-        if api_version in ("apps/v1", "batch/v1"):
-            return test_tenants.FakeResource(self, api_version, kind)
-        return super().resource(api_version, kind)
-
-    def side_effects(self):
-        """Every call that is not a read (applies, dry runs, deletes, the lock)."""
-        return [c for c in self.calls if c[0] not in ("get", "list")]
+    return test_tenants.cluster(served=[(api_version, kind) for kind, api_version in WORKLOAD_KINDS.items()])
 
 
 def hand_made(client, kind, name, namespace=None, labels=None, manager="kubectl-create", spec=None):
-    meta = {"name": name, "labels": dict(labels or {}), "uid": "uid-hand-%s" % name,
-            "managedFields": [{"manager": manager, "operation": "Update", "fieldsV1": {"f:spec": {}}}]}
-    if namespace:
-        meta["namespace"] = namespace
+    """An object ``manager`` created (it owns the spec), stored in ``client``; returns the stored object."""
     api_version = WORKLOAD_KINDS.get(kind) or ("v1" if kind == "Namespace" else KV)
-    obj = {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec or {}}
-    client.objects[(kind, namespace, name)] = obj
-    return obj
+    obj = foreign_object(kind, name, namespace, spec=spec or {}, labels=labels, api_version=api_version,
+                         manager=manager)
+    obj["metadata"]["uid"] = "uid-hand-%s" % name
+    obj["metadata"]["managedFields"][0]["fieldsV1"] = {"f:spec": {}}
+    client.add(obj)
+    return client.objects[(kind, namespace, name)]
 
 
 def gpu_deployment(name, namespace, labels=None):
@@ -52,7 +39,7 @@ def gpu_deployment(name, namespace, labels=None):
 
 @pytest.mark.parametrize("check", [False, True])
 def test_hand_made_cluster_queue_fails_the_run_before_anything_is_written(check):
-    client = FakeClient(NODES)
+    client = workloads_cluster()
     hand_made(client, "ClusterQueue", "nlp", manager="kubectl-client-side-apply")
     with pytest.raises(GpuaasError) as info:
         run(client, params(), check=check)
@@ -66,11 +53,11 @@ def test_hand_made_cluster_queue_fails_the_run_before_anything_is_written(check)
 
 
 def test_adopting_the_cluster_queue_converges_and_reports_it():
-    client = FakeClient(NODES)
+    client = workloads_cluster()
     hand_made(client, "ClusterQueue", "nlp")
     preview = run(client, params(adopt=["ClusterQueue/nlp"]), check=True)
     assert [a["name"] for a in preview["adopted"]] == ["nlp"]  # would adopt
-    assert client.writes() == []
+    assert client.writes == []
     result = run(client, params(adopt=["ClusterQueue/nlp"]))
     assert result["adopted"] == [{"apiVersion": KV, "kind": "ClusterQueue", "name": "nlp",
                                   "managers": ["kubectl-create (Update)"], "reason": "adopt list"}]
@@ -82,7 +69,7 @@ def test_adopting_the_cluster_queue_converges_and_reports_it():
 
 
 def test_adopted_namespace_reports_the_gpu_workloads_the_policy_would_refuse():
-    client = FakeClient(NODES)
+    client = workloads_cluster()
     hand_made(client, "Namespace", "nlp-serve")
     hand_made(client, "Deployment", "vllm", namespace="nlp-serve", spec=gpu_deployment("vllm", "nlp-serve"))
     queued = hand_made(client, "Deployment", "queued", namespace="nlp-serve", spec=gpu_deployment("queued", "nlp-serve"))
@@ -100,14 +87,14 @@ def test_adopted_namespace_reports_the_gpu_workloads_the_policy_would_refuse():
 
 
 def test_a_namespace_an_admin_labelled_for_the_tenant_needs_no_adopt_entry():
-    client = FakeClient(NODES)
+    client = workloads_cluster()
     hand_made(client, "Namespace", "nlp-train", labels={"gpuaas.io/tenant": "nlp"})
     result = run(client, params())
     assert [(a["name"], a["reason"]) for a in result["adopted"]] == [("nlp-train", "labelled gpuaas.io/tenant=nlp")]
 
 
 def test_an_object_of_a_tenant_outside_limit_tenants_is_not_checked():
-    client = FakeClient(NODES)
+    client = workloads_cluster()
     run(client, params())
     hand_made(client, "ClusterQueue", "intruder")  # no inventory object has this name
     p = params(limit_tenants=["vision"])
@@ -118,21 +105,9 @@ def test_an_object_of_a_tenant_outside_limit_tenants_is_not_checked():
     assert "app.kubernetes.io/managed-by" not in client.objects[("ClusterQueue", None, "nlp")]["metadata"]["labels"]
 
 
-class ForbiddenPods(FakeClient):
-    """An account that may not list Pods (a least-privilege tenants account)."""
-
-    def resource(self, api_version, kind):
-        res = super().resource(api_version, kind)
-        if kind == "Pod":
-            def forbidden(namespace=None, label_selector=None, field_selector=None):
-                from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
-                raise ApiException(status=403, reason="Forbidden")
-            res.list = forbidden
-        return res
-
-
 def test_workloads_that_cannot_be_listed_are_a_warning_not_a_failure():
-    client = ForbiddenPods(NODES)
+    client = workloads_cluster()
+    client.forbid("list", "Pod")  # an account that may not list Pods (a least-privilege tenants account)
     hand_made(client, "Namespace", "analytics")
     hand_made(client, "Deployment", "vllm", namespace="analytics", spec=gpu_deployment("vllm", "analytics"))
     rec = test_tenants.TenancyRunner(client, params(adopt=["*"]), sleep=lambda s: None, clock=lambda: 0.0)
@@ -143,15 +118,15 @@ def test_workloads_that_cannot_be_listed_are_a_warning_not_a_failure():
 
 def test_the_guard_needs_no_credential_and_the_credential_is_still_read_under_the_lock(tmp_path):
     missing = str(tmp_path / "no-such-token")
-    client = FakeClient(NODES)
+    client = workloads_cluster()
     hand_made(client, "ClusterQueue", "nlp")
     p = params(prometheus={"url": "http://prom:9090", "token_file": missing})
     with pytest.raises(GpuaasError) as info:
         run(client, p)
     assert "ClusterQueue/nlp" in info.value.message  # refused before the token file is read
     assert client.side_effects() == []
-    client = FakeClient(NODES)
+    client = workloads_cluster()
     with pytest.raises(GpuaasError) as info:
         run(client, p)
     assert "cannot read token_file" in info.value.message
-    assert ("lock-create", "Lease") in client.calls  # read while holding the lock, as a slow file system would be
+    assert ("create", "Lease") in client.verbs()  # read while holding the lock, as a slow file system would be

@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 
-from test_tenants import NODES, FakeClient, params, run  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
+from test_tenants import cluster, params, run  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
 
 BUDGET = [{"flavor": "h100", "resources": {"cpu": 10}}]
 
@@ -24,17 +24,13 @@ def with_research_budget() -> dict:
     return p
 
 
-class NoCohortKind(FakeClient):
+def no_cohort_kind():
     """A cluster whose Kueue serves ClusterQueues but no Cohort kind."""
-
-    def resource(self, api_version, kind):
-        if kind == "Cohort":
-            raise GpuaasError("%s Cohort is not served" % api_version)
-        return super().resource(api_version, kind)
+    return cluster(unserved=["Cohort"])
 
 
 def test_the_cohort_budget_is_applied_as_its_resource_groups():
-    client = FakeClient(NODES)
+    client = cluster()
     run(client, with_research_budget())
     spec = client.objects[("Cohort", None, "research")]["spec"]
     assert spec["resourceGroups"] == [{"coveredResources": ["cpu"], "flavors": [
@@ -43,16 +39,16 @@ def test_the_cohort_budget_is_applied_as_its_resource_groups():
 
 
 def test_a_cluster_without_the_cohort_kind_is_refused_before_any_write():
-    client = NoCohortKind(NODES)
+    client = no_cohort_kind()
     with pytest.raises(GpuaasError) as info:
         run(client, with_research_budget())
     assert "serves no Kueue Cohort API" in info.value.message
     assert "gpuaas_cohorts[1].quotas (research)" in info.value.message
     assert info.value.hint and info.value.details["reason"] == "CohortQuotaUnsupported"
-    assert client.writes() == []
+    assert client.side_effects() == []
 
 
 def test_a_limited_run_applies_no_cohort_so_it_is_not_refused():
-    client = NoCohortKind(NODES)
+    client = no_cohort_kind()
     result = run(client, dict(with_research_budget(), limit_tenants=["nlp"]))
     assert result["changed"] and ("Cohort", None, "research") not in client.objects

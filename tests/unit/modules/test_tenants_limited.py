@@ -16,8 +16,8 @@ import pytest
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_scope import tenants_selector
 
-import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
-from test_tenants import NODES, FakeClient, params, run
+from test_tenants import cluster, params, run  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
+from module_utils.fake_kube import FakeResource  # noqa: E402  (the shared fake, on sys.path through test_tenants)
 
 TENANT = "gpuaas.io/tenant"
 
@@ -26,19 +26,19 @@ TENANT = "gpuaas.io/tenant"
 def lists(monkeypatch):
     """Every LIST: (kind, namespace, selector, tenants of the objects returned)."""
     seen = []
-    original = test_tenants.FakeResource.list
+    original = FakeResource.list
 
     def recording(self, namespace=None, label_selector=None, field_selector=None):
         out = original(self, namespace=namespace, label_selector=label_selector, field_selector=field_selector)
         seen.append((self.kind, namespace, label_selector, {(o["metadata"].get("labels") or {}).get(TENANT) for o in out}))
         return out
 
-    monkeypatch.setattr(test_tenants.FakeResource, "list", recording)
+    monkeypatch.setattr(FakeResource, "list", recording)
     return seen
 
 
 def _converged():
-    client = FakeClient(NODES)
+    client = cluster()
     run(client, params())
     return client
 
@@ -55,7 +55,7 @@ def test_the_selector():
 
 def test_onboarding_one_tenant_lists_only_its_objects_and_changes_no_other(lists):
     client = _converged()
-    before = copy.deepcopy(client.objects)
+    before = copy.deepcopy(dict(client.objects))
     p = params(limit_tenants=["speech"])
     p["tenants"] = p["tenants"] + [{"name": "speech", "namespaces": ["speech-dev"], "cohort": "research",
                                     "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 0}}],
@@ -77,13 +77,13 @@ def test_a_limited_run_still_checks_namespace_claims_and_capacity_across_every_t
     p = params(limit_tenants=["speech"])
     p["tenants"] = p["tenants"] + [{"name": "speech", "namespaces": ["nlp-train"],
                                     "quotas": [{"flavor": "h100", "resources": {"nvidia.com/gpu": 1}}]}]
-    before = copy.deepcopy(client.objects)
+    before = copy.deepcopy(dict(client.objects))
     with pytest.raises(GpuaasError) as info:
         run(client, p)
     text = " ".join([info.value.message] + list(info.value.problems or []))
     assert "already claimed by gpuaas_tenants[0] (nlp)" in text, text
     assert "quotas ask for 17 nvidia.com/gpu on flavor 'h100'" in text and "nlp=8" in text, text
-    assert client.objects == before
+    assert dict(client.objects) == before
 
 
 def test_a_limited_run_prunes_what_the_named_tenant_no_longer_has():
@@ -107,5 +107,5 @@ def test_a_limited_run_recreates_a_local_queue_moved_from_another_tenant(lists):
     assert result["recreated_local_queues"] == ["vision-prod/default"]
     assert client.objects[("LocalQueue", "vision-prod", "default")]["spec"]["clusterQueue"] == "analytics"
     # read whatever tenant it belonged to: outside the tenant's LIST selector, so by GET (one read for the run)
-    assert ("get", "LocalQueue") in client.calls
+    assert ("get", "LocalQueue") in client.verbs()
     assert all("gpuaas.io/tenant in (analytics)" in x[2] for x in lists if x[0] == "LocalQueue"), lists

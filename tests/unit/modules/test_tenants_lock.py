@@ -17,8 +17,9 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import L
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile import entry
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.run_lock import RunLock
 
-import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
-from test_tenants import NODES, FakeClient, params, run
+from test_tenants import cluster, params, run  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
+from fake_kube import FakeKube  # noqa: E402
+from module_utils.fake_kube import FakeResource  # noqa: E402  (the shared fake, on sys.path through fake_kube)
 from test_kueue_modules import run as run_module_main
 from ansible_collections.gpuaas.platform.plugins.modules import node_pools as node_pools_module
 from ansible_collections.gpuaas.platform.plugins.modules import tenants as tenants_module
@@ -41,7 +42,7 @@ class LocalClock:
         self.now += seconds
 
 
-def second_run_takes_over(client: FakeClient) -> LeaseLock:
+def second_run_takes_over(client: FakeKube) -> LeaseLock:
     """The second run waits for the lock; the first run's renewals (every 20s of real time) do not come within the
     60s of the second run's own clock, so it sees the Lease unchanged for its duration and takes it over."""
     clock = LocalClock()
@@ -52,13 +53,14 @@ def second_run_takes_over(client: FakeClient) -> LeaseLock:
     return second
 
 
-def writes_after(client: FakeClient, mark: int) -> list:
-    return [c for c in client.calls[mark:] if c[0] in ("apply", "delete")]
+def writes_after(client: FakeKube, mark: int) -> list:
+    """(verb, kind) of the applies and deletes after call ``mark``, dry runs and the lock's Lease apart."""
+    return [c for c in client.verbs()[mark:] if c[0] in ("apply", "delete") and c[1] != "Lease"]
 
 
 def test_a_second_run_taking_over_between_apply_tiers_stops_the_first_before_its_next_tier(monkeypatch):
-    client = FakeClient(NODES)
-    apply = test_tenants.FakeResource.apply
+    client = cluster()
+    apply = FakeResource.apply
     taken: dict = {}
 
     def apply_then_lose_the_lock(self, body, field_manager, force=False, dry_run=False):
@@ -69,7 +71,7 @@ def test_a_second_run_taking_over_between_apply_tiers_stops_the_first_before_its
             taken["second"] = second_run_takes_over(client)
         return applied
 
-    monkeypatch.setattr(test_tenants.FakeResource, "apply", apply_then_lose_the_lock)
+    monkeypatch.setattr(FakeResource, "apply", apply_then_lose_the_lock)
     with pytest.raises(LockLost) as info:
         run(client, params())
     message = info.value.message
@@ -85,7 +87,7 @@ def test_a_second_run_taking_over_between_apply_tiers_stops_the_first_before_its
 
 
 def test_a_second_run_taking_over_before_prune_stops_the_first_with_nothing_pruned(monkeypatch):
-    client = FakeClient(NODES)
+    client = cluster()
     run(client, params())
     p = params(prune=True)
     gone = p["tenants"].pop(1)["name"]
@@ -111,8 +113,8 @@ def test_a_second_run_taking_over_before_prune_stops_the_first_with_nothing_prun
 
 
 def test_a_failed_renewal_stops_the_run_before_its_next_write_with_the_renewal_error(monkeypatch):
-    client = FakeClient(NODES)
-    apply = test_tenants.FakeResource.apply
+    client = cluster()
+    apply = FakeResource.apply
     locks: list = []
     marks: list = []
 
@@ -124,7 +126,7 @@ def test_a_failed_renewal_stops_the_run_before_its_next_write_with_the_renewal_e
         if not marks:
             marks.append((len(client.calls), self.kind))
             with monkeypatch.context() as outage:
-                outage.setattr(test_tenants.FakeResource, "replace", unavailable)
+                outage.setattr(FakeResource, "replace", unavailable)
                 assert locks[0].renew() is False  # what the renewal thread does on its tick
         return applied
 
@@ -136,7 +138,7 @@ def test_a_failed_renewal_stops_the_run_before_its_next_write_with_the_renewal_e
         return held
 
     monkeypatch.setattr(RunLock, "take", take_lock_and_keep_it)
-    monkeypatch.setattr(test_tenants.FakeResource, "apply", apply_while_the_renewal_fails)
+    monkeypatch.setattr(FakeResource, "apply", apply_while_the_renewal_fails)
     with pytest.raises(LockLost) as info:
         run(client, params())
     assert "(its renewal failed: " in info.value.message
@@ -146,7 +148,7 @@ def test_a_failed_renewal_stops_the_run_before_its_next_write_with_the_renewal_e
 
 
 def tenants_module_run():
-    return FakeClient(NODES), tenants_module, params()
+    return cluster(), tenants_module, params()
 
 
 def node_pools_module_run():

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path)
-from test_tenants import FakeClient, run
+from test_tenants import cluster, run, tenancy_writes  # noqa: E402  (tests/unit/modules, on sys.path)
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 EXAMPLE = (Path(__file__).resolve().parents[3] / "playbooks" / "inventory" / "examples" / "openshift-ai" / "group_vars"
@@ -20,10 +19,13 @@ EXAMPLE = (Path(__file__).resolve().parents[3] / "playbooks" / "inventory" / "ex
 HWP_V = "infrastructure.opendatahub.io/v1"
 
 
-@pytest.fixture
-def serves_profiles(monkeypatch):
-    monkeypatch.setitem(test_tenants.NAMESPACED, "HardwareProfile", True)
-    monkeypatch.setattr(test_tenants, "SERVED", test_tenants.SERVED | {HWP_V})
+def serves_profiles():
+    """The tenants fake (no nodes: the capacity check is off) also serving OpenShift AI's HardwareProfiles."""
+    return cluster(served=[(HWP_V, "HardwareProfile")], nodes=())
+
+
+def names(client, kind):
+    return sorted((ns, name) for (k, ns, name) in client.objects if k == kind)
 
 
 def params(**extra):
@@ -36,28 +38,28 @@ def params(**extra):
     return out
 
 
-def test_profiles_converge_stay_unchanged_and_go_with_their_tenant(serves_profiles):
-    client = FakeClient()
+def test_profiles_converge_stay_unchanged_and_go_with_their_tenant():
+    client = serves_profiles()
     first = run(client, params())
     assert first["changed"] is True
-    assert client.names("HardwareProfile") == [
+    assert names(client, "HardwareProfile") == [
         ("ds-notebooks", "gpuaas-a100-mig-1g"), ("llm-notebooks", "gpuaas-h100-batch"),
         ("llm-notebooks", "gpuaas-h100-production"), ("llm-train", "gpuaas-h100-batch"),
         ("llm-train", "gpuaas-h100-production")]
-    client.calls.clear()
+    client.reset_calls()
     again = run(client, params())
-    assert again["changed"] is False and client.writes() == []
+    assert again["changed"] is False and tenancy_writes(client) == []
     offboard = params()
     offboard["tenants"][0]["state"] = "absent"  # llm-finetune
     gone = run(client, offboard)
     assert sorted((d["namespace"], d["name"]) for d in gone["deleted"] if d["kind"] == "HardwareProfile") == [
         ("llm-notebooks", "gpuaas-h100-batch"), ("llm-notebooks", "gpuaas-h100-production"),
         ("llm-train", "gpuaas-h100-batch"), ("llm-train", "gpuaas-h100-production")]
-    assert client.names("HardwareProfile") == [("ds-notebooks", "gpuaas-a100-mig-1g")]
+    assert names(client, "HardwareProfile") == [("ds-notebooks", "gpuaas-a100-mig-1g")]
 
 
-def test_turning_a_tenant_off_prunes_only_its_profiles(serves_profiles):
-    client = FakeClient()
+def test_turning_a_tenant_off_prunes_only_its_profiles():
+    client = serves_profiles()
     run(client, params())
     p = params()
     p["tenants"][1]["hardware_profiles"] = False  # data-science
@@ -67,8 +69,8 @@ def test_turning_a_tenant_off_prunes_only_its_profiles(serves_profiles):
 
 
 def test_no_api_no_write():
-    client = FakeClient()
+    client = cluster(nodes=())
     with pytest.raises(GpuaasError) as info:
         run(client, params())
     assert "does not serve infrastructure.opendatahub.io/v1" in info.value.message
-    assert client.writes() == [] and not [c for c in client.calls if c[0].startswith("apply")]
+    assert tenancy_writes(client) == [] and client.count("apply") == 0  # not even a dry run

@@ -12,20 +12,19 @@ test_a_prometheus_migration_converges_in_one_run.
 from __future__ import annotations
 
 import copy
-import json
 import re
 
 import pytest
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.barrier import Barrier
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import admission
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile import tenancy_runner
 
-import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
-from test_tenants import NODES, params
+from test_tenants import NODES, SERVED, params  # noqa: E402  (tests/unit/modules, on sys.path through conftest)
+from fake_kube import FakeKube  # noqa: E402
+from module_utils.fake_kube import api_exception  # noqa: E402  (the shared fake, on sys.path through fake_kube)
 
 NEW_URL = "http://prometheus-new.monitoring:9090"
 POLICY = ("ValidatingAdmissionPolicy", None, admission.POLICY_NAME)
@@ -37,39 +36,36 @@ def pinned_url(policy):
     return re.search(r"tr\.metadata\.serverAddress == '([^']*)'", rule["expression"]).group(1)
 
 
-class LaggingPolicyCache(test_tenants.FakeResource):
-    def apply(self, body, field_manager, force=False, dry_run=False):
-        api = self.api
-        if self.kind == "ScaledObject" and api.enforced is not None:
-            uses = [tr for tr in body["spec"].get("triggers") or [] if tr.get("authenticationRef")]
-            if api.lag > 0:
-                api.lag -= 1  # the informer has not delivered the update yet
-            else:
-                api.enforced = copy.deepcopy(api.objects.get(POLICY))
-            url = pinned_url(api.enforced) if api.enforced else None
-            if uses and url is not None and any(tr["metadata"].get("serverAddress") != url for tr in uses):
-                api.calls.append(("refused-dry" if dry_run else "refused", self.kind))
-                exc = ApiException(status=403, reason="Forbidden")
-                exc.body = json.dumps({"kind": "Status", "code": 403, "reason": "Forbidden", "message": (
-                    'scaledobjects.keda.sh "%s" is forbidden: ValidatingAdmissionPolicy \'%s\' with binding \'%s\' '
-                    'denied request: The credential gpuaas-prometheus may only be sent to the platform Prometheus %s'
-                    % (body["metadata"]["name"], admission.POLICY_NAME, admission.POLICY_NAME, url or "(none configured)"))})
-                raise exc
-        result = super().apply(body, field_manager, force, dry_run)
-        if self.kind == "ValidatingAdmissionPolicy" and not dry_run and api.enforced is None:
-            api.enforced = {}  # first policy: enforced from now on (lag counts from the next update)
-        return result
+class LaggingClient(FakeKube):
+    """The tenants fake whose validating admission judges ScaledObjects by a policy version ``lag`` requests old."""
 
-
-class LaggingClient(test_tenants.FakeClient):
-    def __init__(self, nodes=None):
-        super().__init__(nodes)
+    def __init__(self, nodes=()):
+        super().__init__(SERVED)
+        for obj in nodes:
+            self.add(obj)
         self.enforced = None  # the policy version the fake API server judges by
         self.lag = 0
+        self.admission.append(self.lagging_policy_cache)
+        self.hooks.append(self.first_policy_enforced)
 
-    def resource(self, api_version, kind):
-        test_tenants.FakeClient.resource(self, api_version, kind)  # served?
-        return LaggingPolicyCache(self, api_version, kind)
+    def lagging_policy_cache(self, resource, body, dry_run):
+        if resource.kind != "ScaledObject" or self.enforced is None:
+            return
+        uses = [tr for tr in body["spec"].get("triggers") or [] if tr.get("authenticationRef")]
+        if self.lag > 0:
+            self.lag -= 1  # the informer has not delivered the update yet
+        else:
+            self.enforced = copy.deepcopy(self.objects.get(POLICY))
+        url = pinned_url(self.enforced) if self.enforced else None
+        if uses and url is not None and any(tr["metadata"].get("serverAddress") != url for tr in uses):
+            raise api_exception(403, "Forbidden", (
+                'scaledobjects.keda.sh "%s" is forbidden: ValidatingAdmissionPolicy \'%s\' with binding \'%s\' '
+                'denied request: The credential gpuaas-prometheus may only be sent to the platform Prometheus %s'
+                % (body["metadata"]["name"], admission.POLICY_NAME, admission.POLICY_NAME, url or "(none configured)")))
+
+    def first_policy_enforced(self, kind, obj):
+        if kind == "ValidatingAdmissionPolicy" and self.enforced is None:
+            self.enforced = {}  # first policy: enforced from now on (lag counts from the next update)
 
 
 def without_prometheus():
@@ -107,7 +103,7 @@ def migrated_cluster():
     converge(client, without_prometheus(), Clock())
     client.enforced = copy.deepcopy(client.objects[POLICY])
     assert pinned_url(client.enforced) == ""
-    client.calls.clear()
+    client.reset_calls()
     return client
 
 
@@ -120,12 +116,12 @@ def test_prometheus_migration_converges_in_one_run(migrated_cluster):
     assert so["spec"]["triggers"][0]["metadata"]["serverAddress"] == NEW_URL
     assert result["changed"] is True
     # three probes refused by the previous version, the fourth admitted, then the real apply: never refused
-    kinds = [c for c in client.calls if c[1] == "ScaledObject" and c[0] != "list" and c[0] != "get"]
+    kinds = [c for c in client.verbs() if c[1] == "ScaledObject" and c[0] != "list" and c[0] != "get"]
     assert kinds == [("refused-dry", "ScaledObject")] * 3 + [("apply-dry", "ScaledObject"), ("apply", "ScaledObject")]
     assert clock.sleeps == [0.1, 0.2, 0.4]
     # the policy was written before the first probe
-    first_probe = client.calls.index(("refused-dry", "ScaledObject"))
-    assert ("apply", "ValidatingAdmissionPolicy") in client.calls[:first_probe]
+    first_probe = client.verbs().index(("refused-dry", "ScaledObject"))
+    assert ("apply", "ValidatingAdmissionPolicy") in client.verbs()[:first_probe]
 
 
 def test_without_the_barrier_the_same_migration_fails(migrated_cluster, monkeypatch):
@@ -146,7 +142,7 @@ def test_a_policy_never_enforced_stops_the_run_before_what_it_governs(migrated_c
     assert err.value.details["reason"] == "PolicyNotEnforced"
     assert "with the previous version of the admission policy %s" % admission.POLICY_NAME in err.value.message
     assert "ScaledObject nlp-serve/vllm" in err.value.message and "kubectl get validatingadmissionpolicy" in err.value.hint
-    assert ("apply", "ScaledObject") not in client.calls and ("refused", "ScaledObject") not in client.calls
+    assert ("apply", "ScaledObject") not in client.verbs() and ("refused", "ScaledObject") not in client.verbs()
     assert tenancy_runner.POLICY_ENFORCEMENT_TIMEOUT <= clock.now <= tenancy_runner.POLICY_ENFORCEMENT_TIMEOUT + 2.0
     assert max(clock.sleeps) == 2.0
 
@@ -165,7 +161,7 @@ def test_a_refusal_by_anything_else_ends_the_wait_at_once(migrated_cluster, monk
 def test_no_wait_when_no_policy_changed(migrated_cluster):
     client = migrated_cluster
     converge(client, without_prometheus(), Clock())  # policy unchanged: no probe
-    assert not [c for c in client.calls if c[0] in ("apply-dry", "refused-dry")]
+    assert not [c for c in client.verbs() if c[0] in ("apply-dry", "refused-dry")]
 
 
 def test_check_mode_previews_the_migration_without_a_dry_run_the_live_policy_would_refuse(migrated_cluster):
@@ -173,14 +169,14 @@ def test_check_mode_previews_the_migration_without_a_dry_run_the_live_policy_wou
     would refuse it, though the real run passes), nothing is written, nothing waited for."""
     client = migrated_cluster
     client.lag = 3
-    before = copy.deepcopy(client.objects)
+    before = copy.deepcopy(dict(client.objects))
     result = tenancy_runner.TenancyRunner(client, with_prometheus(), check_mode=True, sleep=lambda s: None,
                                           clock=lambda: 0.0).run()
     assert result["changed"] is True
     assert {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "name": "vllm", "namespace": "nlp-serve"} \
         in result["created"]
-    assert not [c for c in client.calls if c[1] == "ScaledObject" and c[0] not in ("list", "get")]
-    assert client.objects == before and client.lag == 3
+    assert not [c for c in client.verbs() if c[1] == "ScaledObject" and c[0] not in ("list", "get")]
+    assert dict(client.objects) == before and client.lag == 3
 
 
 def test_engine_barrier_runs_after_the_last_tier_of_its_kinds_with_what_follows():
@@ -200,7 +196,7 @@ def test_engine_barrier_runs_after_the_last_tier_of_its_kinds_with_what_follows(
     written, pending, calls_then = seen[0]
     assert sorted(written) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     assert pending == ["ScaledObject"]
-    assert ("apply", "ScaledObject") not in client.calls[:calls_then]
+    assert ("apply", "ScaledObject") not in client.verbs()[:calls_then]
     seen.clear()
     engine.reconcile([so, binding, ns, policy])  # nothing written: no wait
     assert seen == []
