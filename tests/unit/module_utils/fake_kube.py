@@ -170,7 +170,7 @@ class FakeResource:
         new_fields.get("f:metadata", {}).pop("f:namespace", None)
         if live is None:
             obj = applied
-            obj["metadata"]["uid"] = "uid-%d" % len(self.client.store)
+            obj["metadata"]["uid"] = self.client.next_uid()
             entries = []
         else:
             entries = live["metadata"].get("managedFields") or []
@@ -200,7 +200,7 @@ class FakeResource:
         key = self._key(meta["name"], meta.get("namespace"))
         if key in self.client.store:
             raise api_exception(409, "AlreadyExists", '%s "%s" already exists' % (self.plural, meta["name"]))
-        return self._store(key, body, "uid-%d" % len(self.client.store), "create")
+        return self._store(key, body, self.client.next_uid(), "create")
 
     def replace(self, body: t.Dict[str, t.Any], field_manager: t.Optional[str] = None) -> t.Dict[str, t.Any]:
         meta = body["metadata"]
@@ -308,6 +308,7 @@ class FakeClient:
         # an apply is stored; it refuses by raising, as the API server answers a denied request
         self.admission: t.List[t.Callable[[FakeResource, t.Dict[str, t.Any], bool], None]] = []
         self._resource_version = 0
+        self._uid = 0
         self.reachable = True  # False: the API server cannot be reached, every request fails (a down cluster)
         self.strict_namespaces = strict_namespaces
         self._resources: t.Dict[t.Tuple[str, str], FakeResource] = {}
@@ -344,6 +345,12 @@ class FakeClient:
     def check_reachable(self) -> None:
         if not self.reachable:
             raise ApiUnreachable("cannot reach the API server at %s" % self.host)
+
+    def next_uid(self) -> str:
+        """A uid never handed out before: an object deleted and created again is a new object (a ServiceAccount
+        recreated by a credential rotation must not get its predecessor's uid, whose tokens the server refuses)."""
+        self._uid += 1
+        return "uid-%d" % self._uid
 
     def next_resource_version(self) -> str:
         """A resourceVersion never handed out before (a counter, so reset_calls cannot make one repeat)."""

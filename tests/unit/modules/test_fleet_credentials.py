@@ -26,10 +26,9 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validato
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import multikueue
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.fleet_runner import FleetRunner
 
-import test_tenants  # noqa: E402  (tests/unit/modules, on sys.path)
-from test_fleet_runner import Cluster, fleet_params  # noqa: E402
-
-test_tenants.NAMESPACED.update({"ConfigMap": True})
+from fake_kube import FakeKube  # noqa: E402  (tests/unit/modules, on sys.path)
+from test_fleet_runner import FLEET_SERVED, fleet_cluster, fleet_params, token_controller  # noqa: E402
+from test_tenants import SERVED, tenancy_writes  # noqa: E402
 
 NOW = 1_800_000_000
 LIFETIME = 3600
@@ -41,22 +40,23 @@ def b64url(data: dict) -> str:
     return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
 
 
-class IssuingCluster(Cluster):
-    """A worker whose API server answers TokenRequests like a real one: a JWT bound to the ServiceAccount's UID,
-    expiring expirationSeconds after the (test's) wall clock; every request is recorded."""
+class IssuingCluster(FakeKube):
+    """A worker of the fleet (test_fleet_runner's kinds and token controller) whose API server answers TokenRequests
+    like a real one: a JWT bound to the ServiceAccount's UID, expiring expirationSeconds after the (test's) wall
+    clock; the root CA published in ConfigMap kube-root-ca.crt; every token issued is recorded."""
 
     def __init__(self, clock):
-        super().__init__()
+        super().__init__(SERVED + FLEET_SERVED + [("v1", "ConfigMap")])
+        self.hooks.append(token_controller)
         self.clock = clock
         self.issued = []
-        self.objects[("ConfigMap", "kueue-system", "kube-root-ca.crt")] = {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "kube-root-ca.crt", "namespace": "kueue-system"}, "data": {"ca.crt": ROOT_CA}}
+        self.add({"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": "kube-root-ca.crt", "namespace": "kueue-system"}, "data": {"ca.crt": ROOT_CA}})
 
     def request(self, method, path, query=None, body=None, content_type=None, timeout=None):
         if method != "POST" or path != TOKEN_PATH:
             return super().request(method, path, query, body, content_type, timeout)
-        self.calls.append(("token-request", path))
+        self.calls.append(("request", method, path))
         account = self.objects[("ServiceAccount", "kueue-system", "gpuaas-multikueue")]
         lifetime = body["spec"]["expirationSeconds"]
         claims = {"exp": self.clock[0] + lifetime, "iat": self.clock[0], "sub": "system:serviceaccount:kueue-system:"
@@ -74,7 +74,7 @@ def _clock():
 
 @pytest.fixture(name="fleet")
 def _fleet(clock):
-    return {"hub": Cluster(), "east": IssuingCluster(clock), "west": Cluster()}
+    return {"hub": fleet_cluster(), "east": IssuingCluster(clock), "west": fleet_cluster()}
 
 
 def bound_params(lifetime=LIFETIME):
@@ -120,10 +120,10 @@ def test_the_token_is_kept_while_half_its_lifetime_is_left_then_renewed(fleet, c
     first = manager_token(fleet)[0]
     clock[0] = NOW + LIFETIME // 2 - 60  # just under half spent: kept, nothing written anywhere
     for cluster in fleet.values():
-        cluster.calls.clear()
+        cluster.reset_calls()
     again = run(fleet, clock, bound_params())
     assert again["changed"] is False and len(fleet["east"].issued) == 1
-    assert not [w for c in fleet.values() for w in c.writes()]
+    assert not [w for c in fleet.values() for w in tenancy_writes(c)]
     clock[0] = NOW + LIFETIME // 2 + 60  # past half: check mode says it would change and asks for no token ...
     preview = run(fleet, clock, bound_params(), check=True)
     assert preview["changed"] is True and len(fleet["east"].issued) == 1
@@ -140,7 +140,6 @@ def test_a_recreated_service_account_gets_a_new_token_at_once(fleet, clock):
     run(fleet, clock, bound_params())
     first = manager_token(fleet)[0]
     del fleet["east"].objects[("ServiceAccount", "kueue-system", "gpuaas-multikueue")]
-    fleet["east"].rv += 100  # a new object, a new UID in the fake
     run(fleet, clock, bound_params())
     token = manager_token(fleet)[0]
     account = fleet["east"].objects[("ServiceAccount", "kueue-system", "gpuaas-multikueue")]
@@ -162,7 +161,7 @@ def test_a_lifetime_the_api_server_would_refuse_is_an_inventory_error(fleet, clo
         run(fleet, clock, bound_params(bad))
     assert any("gpuaas_clusters.workers[0].token_expiration_seconds" in p for p in info.value.problems), \
         info.value.problems
-    assert not [w for c in fleet.values() for w in c.writes()]
+    assert not [w for c in fleet.values() for w in c.writes]
 
 
 def test_reusable_only_for_the_same_account_and_a_readable_expiry():
@@ -186,11 +185,11 @@ def test_rotating_one_worker_recreates_its_account_and_token_and_touches_no_othe
     east_token = manager_token(fleet)[0]
     west_secret = fleet["hub"].objects[("Secret", "kueue-system", "gpuaas-multikueue-west")]["data"]
     for cluster in fleet.values():
-        cluster.calls.clear()
+        cluster.reset_calls()
     result = run(fleet, clock, dict(bound_params(), rotate_workers=["east"]))
     assert result["changed"] is True and result["workers"]["rotated"] == ["east"]
-    assert ("delete", "ServiceAccount") in fleet["east"].calls
-    assert not [c for c in fleet["west"].calls if c[0] == "delete"]
+    assert ("delete", "ServiceAccount") in fleet["east"].verbs()
+    assert not [c for c in fleet["west"].verbs() if c[0].startswith("delete") and c[1] != "Lease"]  # its lock only
     assert account_uid(fleet["east"]) != east_uid and account_uid(fleet["west"]) == west_uid
     token = manager_token(fleet)[0]  # east is bound: a new token, for the new account
     assert token != east_token
@@ -220,20 +219,20 @@ def test_rotating_every_worker_with_a_star_and_a_long_lived_token_secret_is_writ
 def test_a_rotation_that_cannot_be_done_writes_nothing_anywhere(fleet, clock, extra, words):
     run(fleet, clock, fleet_params())
     for cluster in fleet.values():
-        cluster.calls.clear()
+        cluster.reset_calls()
     with pytest.raises(GpuaasError) as info:
         run(fleet, clock, dict(fleet_params(), **extra))
     assert "rotate_workers" in info.value.message
     assert any(words in p for p in info.value.problems), info.value.problems
-    assert not [w for c in fleet.values() for w in c.writes()]
+    assert not [w for c in fleet.values() for w in c.writes]
 
 
 def test_check_mode_reports_the_rotation_and_deletes_nothing(fleet, clock):
     run(fleet, clock, fleet_params())
     uid = account_uid(fleet["east"])
     for cluster in fleet.values():
-        cluster.calls.clear()
+        cluster.reset_calls()
     result = run(fleet, clock, dict(fleet_params(), rotate_workers=["east"]), check=True)
     assert result["changed"] is True and result["workers"]["rotated"] == ["east"]
-    assert ("delete-dry", "ServiceAccount") in fleet["east"].calls
-    assert not [w for c in fleet.values() for w in c.writes()] and account_uid(fleet["east"]) == uid
+    assert ("delete-dry", "ServiceAccount") in fleet["east"].verbs()
+    assert not [w for c in fleet.values() for w in c.writes] and account_uid(fleet["east"]) == uid
