@@ -243,18 +243,25 @@ def test_install_refuses_an_operand_the_red_hat_kueue_would_refuse_before_any_wr
 def test_install_refuses_operators_older_than_the_compatibility_table_before_any_write(
         variant_run_playbook, variant_audit_writes):
     """GPU Operator v23.6 (a versioned channel), NFD 4.16 (a starting CSV) and Custom Metrics Autoscaler 2.13 (a
-    starting CSV; its channel stable names no version): every one below docs/compatibility.md's floors, all three
-    reported in one message, nothing written. Versions written here from upstream's names, not from the code."""
+    starting CSV; its channel stable names no version): every one below docs/compatibility.md's floors; and a Kueue
+    operand the Red Hat Kueue 1.3 would refuse (RayService outside its enum, 17 frameworks over its cap of 14): all
+    five reported in one message by the one refusal task, nothing written. Versions written here from upstream's
+    names, not from the code."""
     with variant_audit_writes() as window:
         run = variant_run_playbook(INSTALL, extra_vars=install_vars(
             gpuaas_gpu_operator_olm_channel="v23.6",
             gpuaas_nfd_olm_starting_csv="nfd.4.16.0-202409181642",
-            gpuaas_keda_olm_starting_csv="custom-metrics-autoscaler.v2.13.1-427"))
+            gpuaas_keda_olm_starting_csv="custom-metrics-autoscaler.v2.13.1-427",
+            gpuaas_kueue_integrations=EVERY_FRAMEWORK, gpuaas_kueue_olm_channel="stable-v1.3",
+            gpuaas_kueue_olm_starting_csv="kueue-operator.v1.3.1"))
     assert run.rc != 0, run.explain()
+    failed = [line for line in run.stdout.splitlines() if line.startswith("fatal:")]
+    assert len(failed) == 1, run.explain()  # one refusal, not the Kueue one first and the operators' never
     for refused in ("gpuaas_gpu_operator_olm_channel v23.6 installs the NVIDIA GPU Operator 23.6",
                     "gpuaas_nfd_olm_starting_csv nfd.4.16.0-202409181642 installs the Node Feature Discovery 4.16",
                     "gpuaas_keda_olm_starting_csv custom-metrics-autoscaler.v2.13.1-427 installs the Custom Metrics "
-                    "Autoscaler 2.13"):
+                    "Autoscaler 2.13",
+                    "ray.io/rayservice cannot be managed by the Red Hat build of Kueue", "takes at most 14"):
         assert refused in run.stdout, run.explain()
     assert "(docs/compatibility.md)" in run.stdout, run.explain()
     assert window.events == [], window.describe()  # not even the GPU Operator's namespace

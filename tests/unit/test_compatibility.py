@@ -278,8 +278,20 @@ def test_the_kueue_preflight_stops_on_the_modules_problems_on_openshift():
     args = info["gpuaas.platform.kueue_integrations_info"]
     assert "gpuaas_kueue_olm_channel" in args["openshift_channel"]
     assert "gpuaas_kueue_olm_starting_csv" in args["openshift_starting_csv"]
-    stop = next(t for t in tasks if "openshift_problems" in str(t.get("ansible.builtin.assert", "")))
-    assert stop["when"] == "gpuaas_is_openshift | bool"
+    # the module's problems are the role's on OpenShift only, refused by the role on its own or collected by
+    # playbooks/install.yml (gpuaas_preflight_collect) into one message with the other roles' preflights
+    listed = next(t for t in tasks if "_gpuaas_kueue_problems" in (t.get("ansible.builtin.set_fact") or {}))
+    assert "_gpuaas_kueue_integrations.openshift_problems" in listed["ansible.builtin.set_fact"]["_gpuaas_kueue_problems"]
+    assert "if gpuaas_is_openshift | bool else []" in listed["ansible.builtin.set_fact"]["_gpuaas_kueue_problems"]
+    stop = next(t for t in tasks if "_gpuaas_kueue_problems" in str(t.get("ansible.builtin.assert", "")))
+    assert stop["when"] == "not gpuaas_preflight_collect | default(false) | bool"
+    collect = next(t for t in tasks if "gpuaas_unsupported" in (t.get("ansible.builtin.set_fact") or {}))
+    assert "_gpuaas_kueue_problems" in collect["ansible.builtin.set_fact"]["gpuaas_unsupported"]
+    install = yaml.safe_load((ROOT / "playbooks" / "install.yml").read_text())
+    includes = [t for t in install[0]["tasks"][1]["block"] if "ansible.builtin.include_role" in t]
+    kueue = next(t for t in includes if t["ansible.builtin.include_role"].get("tasks_from") == "preflight.yml"
+                 and t["ansible.builtin.include_role"]["name"] == "gpuaas.platform.kueue")
+    assert kueue["vars"]["gpuaas_preflight_collect"] is True
 
 
 @pytest.mark.parametrize("component,role,chart,channel", [
