@@ -50,11 +50,15 @@ def test_no_fair_sharing_block_when_fair_sharing_is_off():
     assert "fairSharing" not in _config(gpuaas_kueue_fair_sharing=False)
 
 
-def _preflight_assert():
+def _preflight_problems():
+    """The preflight's list of problems (task "List the Kueue settings the cluster would refuse") and its vars; the
+    role refuses when it is not empty (or playbooks/install.yml collects it into one message)."""
     tasks = yaml.safe_load(open(os.path.join(ROLE, "tasks", "preflight.yml"), encoding="utf-8"))
-    found = [t for t in tasks if "gpuaas_kueue_fair_sharing_preemption_strategies" in str(t.get("ansible.builtin.assert", {}).get("that", ""))]
+    found = [t for t in tasks if "_gpuaas_kueue_problems" in (t.get("ansible.builtin.set_fact") or {})]
     assert len(found) == 1
-    return found[0]["ansible.builtin.assert"]["that"]
+    refuse = [t for t in tasks if "_gpuaas_kueue_problems" in str(t.get("ansible.builtin.assert", {}).get("that", ""))]
+    assert len(refuse) == 1
+    return found[0]["ansible.builtin.set_fact"]["_gpuaas_kueue_problems"], found[0]["vars"]
 
 
 @pytest.mark.parametrize("strategies,accepted", [
@@ -63,10 +67,13 @@ def _preflight_assert():
 ])
 def test_preflight_refuses_what_kueue_refuses(strategies, accepted):
     assert (strategies in KUEUE_VALID) is accepted   # the case table agrees with Kueue's list
-    that = _preflight_assert()
-    result = _templar(gpuaas_kueue_fair_sharing_preemption_strategies=strategies).template(
-        trust_as_template("{{ %s }}" % that.strip()))
-    assert result is accepted
+    expression, task_vars = _preflight_problems()
+    overrides = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in task_vars.items()}
+    problems = _templar(gpuaas_kueue_fair_sharing_preemption_strategies=strategies, gpuaas_is_openshift=False,
+                        **overrides).template(trust_as_template(expression.strip()))
+    assert (problems == []) is accepted, problems
+    if not accepted:
+        assert "Kueue would not start" in problems[0]
 
 
 def test_argument_spec_states_the_default():
