@@ -267,8 +267,8 @@ def worker_credentials(worker: Worker, tenant_namespaces: t.Union[t.Sequence[str
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(WORKER_SERVICE_ACCOUNT, ns)}]
     if worker.token_expiration_seconds is None:
         # A long-lived token the token controller fills in (token, ca.crt); rotated by deleting the Secret. With a
-        # bound token (token_expiration_seconds) there is no such Secret: one left by an earlier run is pruned as
-        # the collection's own, which revokes the long-lived token.
+        # bound token (token_expiration_seconds) there is no such Secret: the fleet run deletes one left by an
+        # earlier run once the manager holds the bound token (reconcile/fleet_credentials.py), which revokes it.
         objs.append({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
                      "metadata": dict(_meta(WORKER_TOKEN_SECRET, ns),
                                       annotations={"kubernetes.io/service-account.name": WORKER_SERVICE_ACCOUNT})})

@@ -16,13 +16,15 @@ every cluster of a MultiKueue fleet, validated everywhere before it writes anywh
       --> write the manager (tenancy with the MultiKueue check, AdmissionCheck, MultiKueueConfig, MultiKueueCluster,
           each worker's kubeconfig Secret built from its token) --> release every lock
 
+The worker credentials (long-lived or bound tokens, their kubeconfigs on the manager, rotation) are
+reconcile/fleet_credentials.py.
+
 Check mode: every cluster gets server-side dry runs; the kubeconfig Secrets are built from the tokens already on the
 workers (a stand-in when a worker has none yet: its ServiceAccount is created by this run).
 """
 
 from __future__ import annotations
 
-import base64
 import time
 import typing as t
 
@@ -44,6 +46,11 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.retries impor
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import multikueue
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile import fleet_workers
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import redact_secret_data
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.fleet_credentials import (
+    WorkerCredentials,
+    record_deleted,
+    stand_in_kubeconfig,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import inventory_from_params
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import Prepared, TenancyRunner
 
@@ -53,14 +60,6 @@ Obj = t.Dict[str, t.Any]
 # the 30 s retry budget of every request (kube/retries.py), before the run names it.
 PROBE_RETRY = RetryPolicy(attempts=2, base=0.5, budget=5.0)
 PROBE_TIMEOUT = 5.0
-# What stands in for a worker's token until its ServiceAccount has one (check mode of a first run); base64, so a dry
-# run accepts the Secret, and never a usable credential.
-TOKEN_STAND_IN = "token-not-issued-yet"
-# How long a run waits for the token controller to fill in a new ServiceAccount token Secret.
-TOKEN_TIMEOUT = 60.0
-# The ConfigMap kube-controller-manager publishes in every namespace with the cluster's CA (root-ca-cert-publisher):
-# where a bound token's kubeconfig gets the worker's CA (there is no token Secret to carry ca.crt).
-ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
 
 
 def cluster_client(cluster: Cluster) -> KubeClient:
@@ -138,24 +137,7 @@ class ClusterRun(TenancyRunner):
                     obj["data"] = dict(data)
 
 
-def _merge_deleted(result: t.Dict[str, t.Any], revoked: t.Mapping[str, t.Any]) -> None:
-    """A worker's write result with the credential objects its rotation deleted before it."""
-    if not revoked.get("deleted"):
-        return
-    result["deleted"] = list(revoked["deleted"]) + list(result.get("deleted") or [])
-    summary = result.setdefault("summary", {})
-    summary["deleted"] = summary.get("deleted", 0) + len(revoked["deleted"])
-    result["changed"] = True
-
-
-def stand_in_kubeconfig(worker: Worker) -> t.Dict[str, t.Any]:
-    """A kubeconfig of the right shape without a credential (replaced before anything is written)."""
-    server = worker.api_server or "https://stand-in.invalid"
-    ca = base64.b64encode(b"stand-in").decode()
-    return multikueue.worker_kubeconfig(worker, server, ca, TOKEN_STAND_IN)
-
-
-class FleetRunner:
+class FleetRunner(WorkerCredentials):
     """One fleet run (see the module docstring); ``clients`` maps cluster names to clients (tests pass fakes)."""
 
     def __init__(self, client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool = False, diff: bool = False,
@@ -304,71 +286,24 @@ class FleetRunner:
         self.rotated = sorted(revoked)
         # a rotated worker's token is read (or requested) again after its write: the one read before is revoked
         kubeconfigs = {name: kc for name, kc in manager.kubeconfigs.items() if name not in revoked}
+        whole_fleet = not self.check_mode and self.params.get("limit_tenants") is None
         for run in workers:
             results[run.cluster.name] = run.write(prepared[run.cluster.name])
-            if run.cluster.name in revoked:
-                _merge_deleted(results[run.cluster.name], revoked[run.cluster.name])
-            if not self.check_mode and self.params.get("limit_tenants") is None:
-                if t.cast(Worker, run.cluster).token_expiration_seconds is None:
-                    kubeconfigs[run.cluster.name] = self.kubeconfig(run, wait=True)
-                elif run.cluster.name not in kubeconfigs:  # none kept: renewed (or first issued) now
-                    kubeconfigs[run.cluster.name] = self.bound_kubeconfig(run)
+            for ref in revoked.get(run.cluster.name, {}).get("deleted", []):
+                record_deleted(results[run.cluster.name], ref)
+            if whole_fleet:
+                kubeconfigs[run.cluster.name] = self.written_kubeconfig(run, kubeconfigs.get(run.cluster.name))
         manager.fill_kubeconfigs(prepared[fleet.manager.name], kubeconfigs)
         results[fleet.manager.name] = manager.write(prepared[fleet.manager.name])
-        for run in workers:
-            worker = t.cast(Worker, run.cluster)
-            if worker.token_expiration_seconds is not None and self.params.get("limit_tenants") is None:
-                # a long-lived token Secret of the runs before token_expiration_seconds: revoked once the manager
-                # holds the bound token (deleting it invalidates its token), so MultiKueue is never left without one
-                self.delete_owned(run.client, "v1", "Secret", multikueue.WORKER_TOKEN_SECRET, worker.kueue_namespace,
-                                  results[run.cluster.name])
+        if self.params.get("limit_tenants") is None:
+            for run in workers:
+                self.retire_long_lived_token(run, results[run.cluster.name])
         if plan.remove:
             # after the manager's MultiKueueConfig no longer lists them: MultiKueue lets go first, then they go
             self.remove_from_manager(manager, plan.remove, results[fleet.manager.name])
         for run in teardowns:
             results[run.cluster.name] = self.teardown(run)
         return self.result(model, results)
-
-    # -- rotating MultiKueue's credential on workers (option rotate_workers) -----------------------------
-    def workers_to_rotate(self, fleet: t.Any, skipped: t.Sequence[str]) -> t.List[str]:
-        """The present workers whose credential this run rotates (``*``: all), in inventory order; a name that is
-        not a present worker, an unreachable one, or a run limited to some tenants stops it before any write."""
-        names = list(self.params.get("rotate_workers") or [])
-        if not names:
-            return []
-        present = [w.name for w in fleet.workers]
-        wanted = present if "*" in names else names
-        problems = []
-        unknown = [n for n in names if n != "*" and n not in present]
-        if unknown:
-            problems.append("rotate_workers names %s, not a present worker of gpuaas_clusters (present: %s)"
-                            % (", ".join(unknown), ", ".join(present)))
-        down = [n for n in wanted if n in skipped]
-        if down:
-            problems.append("rotate_workers: %s cannot be reached (skipped by reachable_only)" % ", ".join(down))
-        if self.params.get("limit_tenants") is not None:
-            problems.append("rotate_workers rotates a worker's credential for the whole fleet: not with limit_tenants")
-        if problems:
-            raise GpuaasError("rotate_workers: the run stopped before writing on any cluster",
-                              hint="name present workers of gpuaas_clusters (or *), reachable, in a run over every "
-                                   "tenant", problems=problems, details={"reason": "RotationRefused"})
-        return [n for n in present if n in wanted]
-
-    def revoke_credential(self, run: ClusterRun, prepared: Prepared) -> t.Dict[str, t.Any]:
-        """Delete MultiKueue's token Secret and ServiceAccount on ``run``'s worker (its lock held): the ServiceAccount
-        written again by this run has a new UID, so every token of the old one is refused. The worker's state is
-        read again, so its write creates both anew (check mode: dry-run deletes, reported)."""
-        worker = t.cast(Worker, run.cluster)
-        out: t.Dict[str, t.Any] = {"changed": False, "deleted": [], "summary": {"deleted": 0}}
-        run.run_lock.confirm("before revoking MultiKueue's credential on worker %r" % worker.name)
-        for kind, name in (("Secret", multikueue.WORKER_TOKEN_SECRET),
-                           ("ServiceAccount", multikueue.WORKER_SERVICE_ACCOUNT)):
-            self.delete_owned(run.client, "v1", kind, name, worker.kueue_namespace, out)
-        if not self.check_mode:
-            # read whole again (recheck would keep the state: the ClusterQueues did not change)
-            prepared.state = prepared.engine.read(prepared.desired, prune=prepared.scope, also=prepared.also)
-            prepared.engine.guard(prepared.state)
-        return out
 
     # -- workers leaving the fleet (reconcile/fleet_workers.py decides) ---------------------------------
     def reach(self, fleet: t.Any) -> t.List[str]:
@@ -464,10 +399,7 @@ class FleetRunner:
         ref = {"kind": kind, "name": name}
         if namespace:
             ref["namespace"] = namespace
-        out.setdefault("deleted", []).append(ref)
-        out["changed"] = True
-        summary = out.setdefault("summary", {})
-        summary["deleted"] = summary.get("deleted", 0) + 1
+        record_deleted(out, ref)
 
     def teardown(self, run: "ClusterRun") -> t.Dict[str, t.Any]:
         """Delete the collection's objects on a drained retired worker (their ownership label; namespaces stay)."""
@@ -488,112 +420,6 @@ class FleetRunner:
                 meta = obj["metadata"]
                 self.delete_owned(run.client, av, kind, meta["name"], meta.get("namespace"), out, live=obj)
         return out
-
-    def existing_kubeconfigs(self, manager: ClusterRun,
-                             workers: t.Sequence[ClusterRun]) -> t.Dict[str, t.Dict[str, t.Any]]:
-        """The kubeconfig of every worker whose token exists already and is kept (a stand-in for the others until
-        written): a long-lived token from its Secret on the worker, a bound token from the manager's kubeconfig
-        Secret while it is still good (kept_bound_kubeconfig)."""
-        out = {}
-        for run in workers:
-            if t.cast(Worker, run.cluster).token_expiration_seconds is None:
-                kubeconfig = self.kubeconfig(run, wait=False)
-            else:
-                kubeconfig = self.kept_bound_kubeconfig(manager, run)
-            if kubeconfig is not None:
-                out[run.cluster.name] = kubeconfig
-        return out
-
-    def worker_ca(self, run: ClusterRun) -> str:
-        """The worker's cluster CA (base64, as a kubeconfig's certificate-authority-data) from ConfigMap
-        kube-root-ca.crt in its Kueue namespace."""
-        worker = t.cast(Worker, run.cluster)
-        try:
-            configmap = run.client.resource("v1", "ConfigMap").get(ROOT_CA_CONFIGMAP, worker.kueue_namespace)
-        except ApiException as exc:
-            raise translate_api_exception(exc, "read", "ConfigMap %s/%s on worker %r"
-                                          % (worker.kueue_namespace, ROOT_CA_CONFIGMAP, worker.name))
-        pem = ((configmap or {}).get("data") or {}).get("ca.crt")
-        if not pem:
-            raise GpuaasError(
-                "worker %r: ConfigMap %s/%s has no ca.crt, so the bound token's kubeconfig would have no CA"
-                % (worker.name, worker.kueue_namespace, ROOT_CA_CONFIGMAP),
-                hint="kube-controller-manager publishes it in every namespace (root-ca-cert-publisher); check that it "
-                     "runs on the worker, then run again")
-        return base64.b64encode(pem.encode()).decode()
-
-    def kept_bound_kubeconfig(self, manager: ClusterRun, run: ClusterRun) -> t.Optional[t.Dict[str, t.Any]]:
-        """The bound token the manager's kubeconfig Secret holds for ``run``'s worker, in a kubeconfig built again
-        (server and CA as they are now), when it is kept: issued for the worker's live ServiceAccount with at least
-        half its lifetime left (multikueue.bound_token_reusable). None: the run requests a new one after writing
-        the worker (check mode reports the Secret as changing)."""
-        worker = t.cast(Worker, run.cluster)
-        try:
-            secret = manager.client.resource("v1", "Secret").get(multikueue.kubeconfig_secret_name(worker),
-                                                                 manager.cluster.kueue_namespace)
-            account = run.client.resource("v1", "ServiceAccount").get(multikueue.WORKER_SERVICE_ACCOUNT,
-                                                                      worker.kueue_namespace)
-        except ApiException as exc:
-            raise translate_api_exception(exc, "read", "MultiKueue's credential of worker %r" % worker.name)
-        token = multikueue.kubeconfig_token(secret)
-        if not token:
-            return None
-        self.secret_sink(token)  # still a credential, kept or not
-        uid = ((account or {}).get("metadata") or {}).get("uid")
-        if not multikueue.bound_token_reusable(token, uid, int(worker.token_expiration_seconds or 0),
-                                               self.wall_clock()):
-            return None
-        return multikueue.worker_kubeconfig(worker, worker.api_server or run.client.host, self.worker_ca(run), token)
-
-    def bound_kubeconfig(self, run: ClusterRun) -> t.Dict[str, t.Any]:
-        """A new bound token for MultiKueue's ServiceAccount on ``run``'s worker (TokenRequest with the worker's
-        token_expiration_seconds; registered as a secret the moment it arrives) in a kubeconfig."""
-        worker = t.cast(Worker, run.cluster)
-        path = "/api/v1/namespaces/%s/serviceaccounts/%s/token" % (
-            worker.kueue_namespace, multikueue.WORKER_SERVICE_ACCOUNT)
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                "spec": {"expirationSeconds": worker.token_expiration_seconds}}
-        try:
-            answer = run.client.request("POST", path, body=body)
-        except ApiException as exc:
-            raise translate_api_exception(exc, "create", "a MultiKueue token on worker %r" % worker.name)
-        token = ((answer or {}).get("status") or {}).get("token")
-        if not token:
-            raise GpuaasError("worker %r: the TokenRequest for %s/%s returned no token; the workers are written, the "
-                              "manager is not" % (worker.name, worker.kueue_namespace,
-                                                  multikueue.WORKER_SERVICE_ACCOUNT),
-                              hint="check that the worker's API server issues ServiceAccount tokens "
-                                   "(--service-account-issuer, --service-account-signing-key-file), then run again")
-        self.secret_sink(token)
-        return multikueue.worker_kubeconfig(worker, worker.api_server or run.client.host, self.worker_ca(run), token)
-
-    def kubeconfig(self, run: ClusterRun, wait: bool) -> t.Optional[t.Dict[str, t.Any]]:
-        """The kubeconfig MultiKueue uses for ``run``'s worker, from its ServiceAccount token Secret (registered as a
-        secret the moment it is read); None when there is none (yet) and ``wait`` is false."""
-        worker = t.cast(Worker, run.cluster)
-        deadline = self.clock() + TOKEN_TIMEOUT
-        while True:
-            try:
-                secrets = run.client.resource("v1", "Secret")
-                secret = secrets.get(multikueue.WORKER_TOKEN_SECRET, worker.kueue_namespace)
-            except ApiException as exc:
-                raise translate_api_exception(exc, "read", "the MultiKueue token Secret on worker %r" % worker.name)
-            data = (secret or {}).get("data") or {}
-            if data.get("token") and data.get("ca.crt"):
-                token = base64.b64decode(data["token"]).decode()
-                self.secret_sink(token)
-                self.secret_sink(data["token"])
-                server = worker.api_server or run.client.host
-                return multikueue.worker_kubeconfig(worker, server, data["ca.crt"], token)
-            if not wait:
-                return None
-            if self.clock() >= deadline:
-                raise GpuaasError(
-                    "worker %r: the token Secret %s/%s has no token after %ds; the workers are written, the manager "
-                    "is not" % (worker.name, worker.kueue_namespace, multikueue.WORKER_TOKEN_SECRET, TOKEN_TIMEOUT),
-                    hint="the worker's token controller (kube-controller-manager) fills it in; check that it runs, "
-                         "then run again (it converges)")
-            self.sleep(0.5)
 
     # -- the result -------------------------------------------------------------------------------------
     def result(self, model: TenantModel, results: t.Mapping[str, t.Mapping[str, t.Any]]) -> t.Dict[str, t.Any]:
