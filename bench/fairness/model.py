@@ -34,7 +34,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.quota_plan.tenancy
     Node, Tree, entitlements, link, waterfill)
 
 __all__ = ["Node", "Tree", "entitlements", "waterfill", "load_inventory", "variant", "tree_from_inventory",
-           "apportion", "demand_quotas", "with_quotas"]
+           "apportion", "demand_quotas", "with_quotas", "budget_shares", "static_budgets"]
 
 INVENTORY = Path(__file__).with_name("inventory.yml")
 VARIANTS = ("tenancy", "static", "weights1")
@@ -50,6 +50,8 @@ def variant(inventory: Mapping[str, Any], name: str) -> Dict[str, Any]:
         raise ValueError("unknown variant %r (one of %s)" % (name, ", ".join(VARIANTS)))
     inv = copy.deepcopy(dict(inventory))
     if name == "static":
+        # department budgets (cohort quotas) have no owner without cohorts: they go to the teams beneath them
+        budgets = static_budgets(inventory)
         inv["gpuaas_cohorts"] = []
         for tenant in inv["gpuaas_tenants"]:
             tenant.pop("cohort", None)
@@ -61,6 +63,8 @@ def variant(inventory: Mapping[str, Any], name: str) -> Dict[str, Any]:
             pre = tenant.get("preemption") or {}
             pre.pop("reclaim_within_cohort", None)
             pre.pop("borrow_within_cohort", None)
+        if budgets is not None:
+            _replace_accelerator_quotas(inv, budgets, tree_from_inventory(inventory).pools)
     elif name == "weights1":
         for cohort in inv.get("gpuaas_cohorts", []):
             if "fair_sharing_weight" in cohort:
@@ -155,15 +159,53 @@ def demand_quotas(tree: Tree, jobs: List[Mapping[str, Any]], capacity: Mapping[s
 def with_quotas(inventory: Mapping[str, Any], quotas: Mapping[str, Mapping[str, int]], tree: Tree) -> Dict[str, Any]:
     """The static variant of ``inventory`` with each tenant's accelerator nominal quota replaced by ``quotas``."""
     inv = variant(inventory, "static")
+    _replace_accelerator_quotas(inv, quotas, tree.pools)
+    return inv
+
+
+def _replace_accelerator_quotas(inv: Dict[str, Any], quotas: Mapping[str, Mapping[str, int]],
+                                pools: Mapping[str, str]) -> None:
     for tenant in inv["gpuaas_tenants"]:
         mine = quotas.get(tenant["name"], {})
-        kept = []
-        for q in tenant.get("quotas") or []:
-            if q["flavor"] in tree.pools:
-                continue
-            kept.append(q)
+        kept = [q for q in tenant.get("quotas") or [] if q["flavor"] not in pools]
         for pool, amount in mine.items():
             if amount > 0:
-                kept.append({"flavor": pool, "resources": {tree.pools[pool]: amount}})
+                kept.append({"flavor": pool, "resources": {pools[pool]: amount}})
         tenant["quotas"] = kept
-    return inv
+
+
+def budget_shares(tree: Tree) -> Dict[str, Dict[str, float]]:
+    """What each tenant can count on per pool when every tenant wants all it can get: its fair share
+    (``entitlements`` under unbounded demand), i.e. its own nominal quota plus its weighted part of the quota its
+    cohorts hold themselves (a department budget, ``gpuaas_cohorts[].quotas``). Where no cohort holds quota this is
+    exactly the tenant's nominal quota. tenant -> pool -> GPUs."""
+    unbounded = {t: 1e12 for t in tree.tenant_names}
+    out: Dict[str, Dict[str, float]] = {t: {} for t in tree.tenant_names}
+    for pool in tree.pools:
+        for t, share in entitlements(tree, pool, unbounded).items():
+            if share > 1e-9:
+                out[t][pool] = round(share, 9)   # integer quotas stay integers (bisection noise dropped)
+    return out
+
+
+def static_budgets(inventory: Mapping[str, Any]) -> "Dict[str, Dict[str, int]] | None":
+    """The static partition of an inventory whose cohorts hold quota (department budgets): each pool's whole quota
+    apportioned to the tenants in proportion to ``budget_shares`` (whole GPUs, largest remainders). ``None`` when no
+    cohort holds accelerator quota (the static variant keeps the tenants' own quotas then)."""
+    tree = tree_from_inventory(inventory)
+    cohorts = [c for root in tree.roots for c in _cohorts(root)]
+    if not any(c.nominal.get(p, 0.0) > 0 for c in cohorts for p in tree.pools):
+        return None
+    shares = budget_shares(tree)
+    out: Dict[str, Dict[str, int]] = {t: {} for t in tree.tenant_names}
+    for pool in tree.pools:
+        total = int(round(sum(root.guaranteed(pool) for root in tree.roots)))
+        for t, q in apportion(total, {t: shares[t].get(pool, 0.0) for t in tree.tenant_names}, {}).items():
+            out[t][pool] = q
+    return out
+
+
+def _cohorts(node: Node) -> List[Node]:
+    if node.tenant:
+        return []
+    return [node] + [c for k in node.children for c in _cohorts(k)]

@@ -16,8 +16,12 @@ Arrival rates (``rates``): ``"quota"`` (the default) makes each tenant's rate wh
 of the accelerator quota (the sum over pools of its nominal ÷ the pool's total nominal), so a tenant with half the
 GPUs submits about as much as two tenants with a quarter each; ``"equal"`` gives every tenant the same rate (the
 traces committed before issue 26, e.g. ``results/reduced/trace.json``, were made so and are reproduced
-bit for bit by it). A tenant without any accelerator quota submits nothing (it cannot run anything in the
-static partition); the ``alone`` phase and the burst belong to the first tenant with quota on the GPU pool.
+bit for bit by it). A tenant's quota here is its *budget share* (``model.budget_shares``): its own nominal quota
+plus its fair part of the quota its cohorts hold themselves (department budgets, ``gpuaas_cohorts[].quotas``), so
+a team without quota of its own under a department budget submits jobs no larger than its share (recorded as
+``params.budget`` when it differs from ``params.nominal``). A tenant without any budget share submits nothing (it
+cannot run anything in the static partition); the ``alone`` phase and the burst belong to the first tenant with
+a share of the GPU pool.
 A scenario inventory can name *lenders* (top-level ``fairness_bench_lenders: [tenant, ...]``): ClusterQueues that
 only hold quota for the others (KEP-1714 story 3's CS, a company pool) and submit nothing.
 
@@ -39,7 +43,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.fairness.model import Tree, load_inventory, tree_from_inventory  # noqa: E402
+from bench.fairness.model import Tree, budget_shares, load_inventory, tree_from_inventory  # noqa: E402
 
 GPU_SIZES = (1, 2, 4, 8)
 GPU_SIZE_WEIGHTS = (0.4, 0.3, 0.2, 0.1)
@@ -85,10 +89,11 @@ def rate_weights(tree: Tree, rates: str = "quota", lenders: Sequence[str] = ()) 
     for a lender (a ClusterQueue that only holds quota for the others, e.g. KEP-1714 story 3's CS)."""
     if rates not in ("quota", "equal"):
         raise ValueError("rates must be 'quota' or 'equal', not %r" % rates)
-    total = {p: sum(n.nominal.get(p, 0.0) for n in tree.tenant_nodes.values()) for p in tree.pools}
+    budget = budget_shares(tree)
+    total = {p: sum(b.get(p, 0.0) for b in budget.values()) for p in tree.pools}
     out = {}
-    for t, node in tree.tenant_nodes.items():
-        share = sum(node.nominal.get(p, 0.0) / total[p] for p in tree.pools if total[p] > 0)
+    for t in tree.tenant_nodes:
+        share = sum(budget[t].get(p, 0.0) / total[p] for p in tree.pools if total[p] > 0)
         out[t] = 0.0 if t in lenders else (1.0 if share > 0 else 0.0) if rates == "equal" else share
     return out
 
@@ -105,10 +110,11 @@ def generate(seed: int = 14, jobs: int = 450, horizon: float = 600.0, tree: Opti
         raise ValueError("lenders not in the inventory: %s" % ", ".join(unknown))
     rng = random.Random(seed)
     weight = rate_weights(tree, rates, lenders)
+    budget = budget_shares(tree)   # own nominal quota, plus a share of a department budget (cohort quota)
     tenants = [t for t in tree.tenant_names if weight[t] > 0]
     gpu_pool = next((p for p, r in tree.pools.items() if r == "nvidia.com/gpu"), None)
     mig_pool = next((p for p, r in tree.pools.items() if r != "nvidia.com/gpu"), None)
-    first = next((t for t in tenants if gpu_pool and tree.tenant_nodes[t].nominal.get(gpu_pool, 0.0) >= 1),
+    first = next((t for t in tenants if gpu_pool and budget[t].get(gpu_pool, 0.0) >= 1),
                  tenants[0] if tenants else None)
 
     # ON intervals per tenant (intensity 1 while ON), by phase
@@ -125,7 +131,7 @@ def generate(seed: int = 14, jobs: int = 450, horizon: float = 600.0, tree: Opti
                 on[t].extend((a2, b2, INTENSITY[phase])
                              for a2, b2 in _onoff_periods(rng, start, end, 0.1 * horizon, 0.08 * horizon))
     total_on = sum((b - a) * k * weight[t] for t in tenants for a, b, k in on[t])
-    big_sizes = [s for s in GPU_SIZES if first and s <= tree.tenant_nodes[first].nominal.get(gpu_pool, 0.0)]
+    big_sizes = [s for s in GPU_SIZES if first and s <= budget[first].get(gpu_pool, 0.0)]
     if not big_sizes:
         burst_jobs = 0
     regular = max(0, jobs - burst_jobs)
@@ -133,9 +139,8 @@ def generate(seed: int = 14, jobs: int = 450, horizon: float = 600.0, tree: Opti
 
     out: List[Dict[str, Any]] = []
     for t in tenants:
-        node = tree.tenant_nodes[t]
-        g_sizes, g_weights = _sizes(node.nominal.get(gpu_pool, 0.0), GPU_SIZES, GPU_SIZE_WEIGHTS) if gpu_pool else ((), ())
-        m_sizes, m_weights = _sizes(node.nominal.get(mig_pool, 0.0), MIG_SIZES, MIG_SIZE_WEIGHTS) if mig_pool else ((), ())
+        g_sizes, g_weights = _sizes(budget[t].get(gpu_pool, 0.0), GPU_SIZES, GPU_SIZE_WEIGHTS) if gpu_pool else ((), ())
+        m_sizes, m_weights = _sizes(budget[t].get(mig_pool, 0.0), MIG_SIZES, MIG_SIZE_WEIGHTS) if mig_pool else ((), ())
         for a, b, k in on[t]:
             time = a
             while True:
@@ -166,6 +171,9 @@ def generate(seed: int = 14, jobs: int = 450, horizon: float = 600.0, tree: Opti
               "nominal": {t: tree.tenant_nodes[t].nominal for t in tenants}}
     if rates != "equal":
         params["rates"] = {t: round(weight[t], 6) for t in tenants}
+    if any(budget[t] != {p: v for p, v in tree.tenant_nodes[t].nominal.items() if v > 0} for t in tenants):
+        # department budgets: only then, so that the traces made before keep their sha256
+        params["budget"] = {t: {p: round(v, 6) for p, v in budget[t].items()} for t in tenants}
     if lenders:   # only then, so that the traces made before keep their sha256
         params["lenders"] = sorted(lenders)
     return {"params": params, "jobs": out, "sha256": canonical_sha256(out, params)}

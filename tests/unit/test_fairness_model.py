@@ -154,3 +154,26 @@ def test_the_weighted_hierarchy_scenario_holds_the_12_on_the_root_cohort():
     assert tree.tenant_names == ["be", "chem", "phys", "llmq"]
     got = model.entitlements(tree, "fs-h100", {"be": 16, "chem": 16, "phys": 16, "llmq": 16})
     assert got == pytest.approx({"be": 5.0, "chem": 3.0, "phys": 3.0, "llmq": 5.0})
+
+
+def test_static_variant_hands_department_budgets_to_the_teams():
+    # issue 26: the static variant has no cohorts, so a cohort's own quota (a department budget) would have no
+    # owner. It goes to the teams beneath it by their fair share: dept-1 holds 8 for a (weight 1) and b (weight 3)
+    # -> 2 / 6; dept-2's 5 for c and d (weight 1 each) -> 2.5 / 2.5 -> 3 / 2 (largest remainder, first in order),
+    # plus d's own 1. Without cohort quotas the static variant keeps the tenants' own quotas (None).
+    budget = [{"flavor": "gpu", "resources": {"nvidia.com/gpu": 8}}]
+    raw = inv([tenant("a", 0, "dept-1"), tenant("b", 0, "dept-1", weight=3), tenant("c", 0, "dept-2"),
+               tenant("d", 1, "dept-2")],
+              cohorts=[{"name": "org"}, {"name": "dept-1", "parent": "org", "quotas": budget},
+                       {"name": "dept-2", "parent": "org", "quotas": [{"flavor": "gpu", "resources": {"nvidia.com/gpu": 5}}]}])
+    assert model.budget_shares(model.tree_from_inventory(raw)) == {
+        "a": {"gpu": 2}, "b": {"gpu": 6}, "c": {"gpu": 2.5}, "d": {"gpu": 3.5}}
+    assert model.static_budgets(raw) == {"a": {"gpu": 2}, "b": {"gpu": 6}, "c": {"gpu": 3}, "d": {"gpu": 3}}
+    static = model.variant(raw, "static")
+    assert static["gpuaas_cohorts"] == []
+    assert {t["name"]: t["quotas"] for t in static["gpuaas_tenants"]} == {
+        "a": [{"flavor": "gpu", "resources": {"nvidia.com/gpu": 2}}],
+        "b": [{"flavor": "gpu", "resources": {"nvidia.com/gpu": 6}}],
+        "c": [{"flavor": "gpu", "resources": {"nvidia.com/gpu": 3}}],
+        "d": [{"flavor": "gpu", "resources": {"nvidia.com/gpu": 3}}]}
+    assert model.static_budgets(inv([tenant("a", 4), tenant("b", 2)])) is None

@@ -135,3 +135,26 @@ def test_scenario_files_are_valid_inventories_within_the_lab(name):
     collection = {k: v for k, v in inv.items() if not k.startswith("fairness_bench_")}
     parsed = TenantModel.from_inventory(collection)    # raises on any problem of the collection's contract
     assert sorted(t.name for t in parsed.present_tenants) == sorted(tree.tenant_names)
+
+
+def test_teams_without_quota_under_a_department_budget_get_jobs_within_their_share():
+    # issue 26: department budgets. The teams hold nothing themselves; each department's 8 H100 are its cohort's
+    # quota, so each of its three teams can count on 8/3 = 2.67 GPUs: it submits, at a third of its department's
+    # rate, jobs of 1 or 2 GPUs (4 would be above its share)
+    inv = model.load_inventory(SCENARIOS / "kep1714-story2-department-budgets.yml")
+    tree = model.tree_from_inventory(inv)
+    assert all(not n.nominal.get("fs-h100") for n in tree.tenant_nodes.values())
+    weights = trace.rate_weights(tree)
+    assert weights == pytest.approx({t: 1 / 6 for t in tree.tenant_names})
+    tr = trace.generate(14, 120, 160.0, tree=tree)
+    assert {j["tenant"] for j in tr["jobs"]} == set(tree.tenant_names)
+    assert {j["size"] for j in tr["jobs"]} == {1, 2}
+    assert tr["params"]["budget"]["d1-a"] == {"fs-h100": pytest.approx(8 / 3)}
+    assert trace.verify(tr)
+
+
+def test_a_department_budget_changes_nothing_for_an_inventory_without_cohort_quotas():
+    # the budget share of a tenant whose cohorts hold nothing is its own nominal quota: same trace, same params
+    tree = model.tree_from_inventory(_inv([("big", {"gpu": 8}), ("small", {"gpu": 2})]))
+    assert model.budget_shares(tree) == {"big": {"gpu": 8}, "small": {"gpu": 2}}
+    assert "budget" not in trace.generate(seed=5, jobs=50, horizon=100, tree=tree)["params"]
