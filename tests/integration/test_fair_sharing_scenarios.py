@@ -152,6 +152,13 @@ def expect_counts(kube, expected: dict[str, int], what: str) -> None:
     expect_steady(lambda: reserving(kube, list(expected)), expected, what, TIMEOUT, SETTLE)
 
 
+def play(kube, steps: list[tuple[str, int, dict[str, int], str]]) -> None:
+    """A scenario's steps in order: a queue submits ``count`` jobs, then the counts must settle at ``expected``."""
+    for queue, count, expected, what in steps:
+        submit(kube, queue, count)
+        expect_counts(kube, expected, what)
+
+
 def wait_active(kube, queues: list[str]) -> None:
     wait_until(lambda: active_cluster_queues(kube, KUEUE, queues) == len(queues), TIMEOUT,
                "ClusterQueues %s to become Active" % queues, interval=1)
@@ -196,12 +203,9 @@ def test_three_queues_of_three_share_by_preemption(scenario, kube):
                            tenant("c", 3, cohort, reclaim)],
     }
     a, b, c = scenario(inventory)
-    submit(kube, a, 10)
-    expect_counts(kube, {a: 9, b: 0, c: 0}, "a saturates the cohort (9 of its 10)")
-    submit(kube, b, 5)
-    expect_counts(kube, {a: 5, b: 4, c: 0}, "b submits 5")
-    submit(kube, c, 1)
-    expect_counts(kube, {a: 4, b: 4, c: 1}, "c submits 1")
+    play(kube, [(a, 10, {a: 9, b: 0, c: 0}, "a saturates the cohort (9 of its 10)"),
+                (b, 5, {a: 5, b: 4, c: 0}, "b submits 5"),
+                (c, 1, {a: 4, b: 4, c: 1}, "c submits 1")])
 
 
 def test_weighted_hierarchy_gives_4_2_2_4(scenario, kube):
@@ -238,3 +242,43 @@ def test_weighted_hierarchy_gives_4_2_2_4(scenario, kube):
         for q in (chem, phys, llm, be):   # Kueue's test: every queue in creation order
             submit(kube, q, 1, name("high"))
     expect_counts(kube, {be: 4, chem: 2, phys: 2, llm: 4}, "high-priority work in every queue")
+
+
+def test_department_budgets_stay_with_their_department_first(scenario, kube):
+    """KEP-1714 story 2 in its department-budget form (issue 26): each department's budget is its Cohort's own
+    quota (``gpuaas_cohorts[].quotas``), its teams hold none and no "bank" tenant exists.
+
+    The counts follow from Kueue's documented semantics, worked out by hand (docs/concepts/cohort.md: a Cohort's
+    quota is borrowable by the ClusterQueues beneath it, and unused quota is lent up the tree; fair sharing with
+    the collection's default strategy ``LessThanOrEqualToFinalShare``: a preemption is allowed while the
+    preemptor's share after it is at most the victim's share after it):
+    1. one team of department 1 alone can use the whole organisation: 12 = its department's 6 + department 2's
+       idle 6, borrowed through the company;
+    2. department 2's team takes its department's 6 back: 6 / 6 (department 2's share stays 0 while it uses no
+       more than its budget; department 1's falls to 0 at 6);
+    3. a second team of department 1 is served from its own department, not from department 2: department 1's
+       6 split 3 / 3 (taking from department 2 would leave department 1 above its budget and department 2 at 0,
+       which the rule refuses), department 2 keeps 6.
+    """
+    company, dept1, dept2 = name("company"), name("dept-1"), name("dept-2")
+    reclaim = {"reclaim_within_cohort": "Any", "within_cluster_queue": "LowerPriority"}
+    budget = [{"flavor": name("cpu"), "resources": {"cpu": 6}}]
+    inventory = {
+        "gpuaas_flavors": [{"name": name("cpu")}],
+        "gpuaas_cohorts": [
+            {"name": company},
+            {"name": dept1, "parent": company, "quotas": budget},
+            {"name": dept2, "parent": company, "quotas": budget},
+        ],
+        "gpuaas_priorities": [],
+        "gpuaas_tenants": [tenant("d1a", 0, dept1, reclaim), tenant("d1b", 0, dept1, reclaim),
+                           tenant("d2a", 0, dept2, reclaim)],
+    }
+    d1a, d1b, d2a = scenario(inventory)
+    cohorts = {c["metadata"]["name"]: c for c in (o.to_dict() for o in res(kube, KUEUE, "Cohort").get().items)}
+    for dept in (dept1, dept2):   # the budget is on the department's Cohort, nowhere else
+        groups = cohorts[dept]["spec"]["resourceGroups"]
+        assert [q["nominalQuota"] for g in groups for f in g["flavors"] for q in f["resources"]] in (["6"], [6]), groups
+    play(kube, [(d1a, 12, {d1a: 12, d1b: 0, d2a: 0}, "department 1's team alone uses both budgets"),
+                (d2a, 6, {d1a: 6, d1b: 0, d2a: 6}, "department 2 takes its budget back"),
+                (d1b, 6, {d1a: 3, d1b: 3, d2a: 6}, "department 1's second team is served from department 1")])
