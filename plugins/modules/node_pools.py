@@ -174,12 +174,12 @@ import typing as t
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import run_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import INVENTORY_RUN_ARGUMENT_SPEC
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_runner import NodePoolsRunner
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_step import node_pools_argument_spec
 
 
 # The module's options (besides the connection options of k8s_auth); documented above (DOCUMENTATION).
 NODE_POOLS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
-    node_pools=dict(type="list", elements="dict", default=[]),
-    check_templates=dict(type="bool", default=True),
+    **node_pools_argument_spec(default=[]),
     **INVENTORY_RUN_ARGUMENT_SPEC,
 )
 
