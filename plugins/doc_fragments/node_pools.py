@@ -28,7 +28,8 @@ options:
       - "In M(gpuaas.platform.tenants): not set (the default), the run does not read, write or prune pool objects at
         all. Set (also to C([]), an inventory without pools), the pools are a step of the tenancy run: parsed and
         validated with the rest of the inventory, checked (O(check_templates)) before the first write, applied and
-        pruned under the same run lock, reported in RV(node_pools). Not taken with O(limit_tenants) or O(clusters)."
+        pruned under the same run lock, reported in RV(gpuaas.platform.tenants#module:node_pools). Not taken with
+        O(gpuaas.platform.tenants#module:limit_tenants) or O(gpuaas.platform.tenants#module:clusters)."
     type: list
     elements: dict
   check_templates:
