@@ -77,6 +77,7 @@ class NodePoolsStep:
         kinds = [(av, kind) for av, kind in MANAGED_KINDS if av == "v1" or client.served(av)]
         self.scope = PoolsScope(kinds, keda_namespace, bool(params.get("prune")))
         self.desired: t.List[Obj] = []
+        self.desired_keys: t.Set[t.Tuple[str, str, str]] = set()
 
     def check(self) -> None:
         """Everything that refuses the pools, before anything is written (reads only)."""
@@ -117,11 +118,12 @@ class NodePoolsStep:
     def build(self, token: t.Optional[str], ca_data: t.Optional[str]) -> t.List[Obj]:
         """The pools' desired objects (empty without pools), with the Prometheus credential given."""
         self.desired = builders.desired_objects(self.model, self.labels, token, ca_data, self.keda_namespace)
+        self.desired_keys = {ObjectRef.from_object(o).key for o in self.desired}
         return self.desired
 
     def is_mine(self, result: ObjectResult) -> bool:
         """Whether a result of the run is about a pool object (desired, or a deleted one the pools owned)."""
-        if result.ref.key in {ObjectRef.from_object(o).key for o in self.desired}:
+        if result.ref.key in self.desired_keys:
             return True
         return result.action == "deleted" and self.scope.owns(result.object or {})
 
@@ -129,9 +131,8 @@ class NodePoolsStep:
         """Owned pool objects that prune would delete, listed (and warned about) instead, from the run's one read."""
         if self.scope.prune or state is None:
             return []
-        wanted = {ObjectRef.from_object(o).key for o in self.desired}
         kept = {ObjectRef.from_object(o) for gk in state.prune_kinds for o in state.listed.get(gk, [])
-                if self.scope.owns(o) and ObjectRef.from_object(o).key not in wanted}
+                if self.scope.owns(o) and ObjectRef.from_object(o).key not in self.desired_keys}
         refs = sorted(kept, key=lambda r: r.key)
         if refs:
             self.warnings.append(

@@ -96,6 +96,8 @@ def test_one_run_with_node_pools_parses_once_builds_once_and_lists_each_kind_onc
     assert {"ClusterQueue", "LocalQueue", "Namespace", "RoleBinding", "Secret", "Node", "ScaledObject",
             "ClusterTriggerAuthentication"} <= set(lists(client))
     assert [u["name"] for u in check["node_pools"]["updated"]] == ["gpuaas-pool-h100"]
+    # both steps keep their Secret in the KEDA namespace: one LIST there, never cluster-wide (CombinedScope pins it)
+    assert [c[2] for c in client.calls if c[0] == "list" and c[1] == "Secret"] == ["keda"]
 
     client.reset_calls()
     counted.clear()
