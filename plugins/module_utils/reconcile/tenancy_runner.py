@@ -18,6 +18,9 @@ One run, one pass over each input:
                 server enforces the policies it updated before applying what they govern; prune)
             (the lock confirmed before the drain, each apply tier and the prune: a lost lock stops the run there)
             --> drift, kept namespaces, adoption report (from the same state) --> result (Secret data redacted)
+
+With option node_pools the node pools are a step of the same run (node_pools_step.py): parsed with the inventory,
+checked (templates) before the first write, built, read, applied and pruned with the tenancy's objects, reported.
 """
 
 from __future__ import annotations
