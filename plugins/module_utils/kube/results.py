@@ -141,8 +141,9 @@ class CombinedScope(PruneScope):
         return bool(steps) and all(s.pinned(kind) for s in steps)
 
     def matches(self, obj: t.Mapping[str, t.Any]) -> bool:
-        # every step sees the object (a step may note what it keeps, e.g. TenantsScope.kept)
-        return any([s.matches(obj) for s in self._of(obj.get("kind", ""))])
+        # every step sees the object, not only up to the first match: a step may note what it keeps (TenantsScope.kept)
+        matched = [s.matches(obj) for s in self._of(obj.get("kind", ""))]
+        return any(matched)
 
 
 class ObjectResult:
