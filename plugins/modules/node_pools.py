@@ -29,6 +29,9 @@ description:
   - "A run that writes holds the run lock of M(gpuaas.platform.tenants) (O(lock)): the pools' ScaledObjects and
     Prometheus credential live beside the tenants', so two automation runs never interleave their writes. Validation
     and the template check run before the lock, so a refused run writes nothing."
+  - "The same node pools step runs inside M(gpuaas.platform.tenants) when its O(node_pools) option is set (the
+    C(gpuaas.platform.tenants) role does): one parse, one read and one lock for the tenancy and its pools. This module
+    runs the step on its own."
 author:
   - gpuaas.platform contributors (@gpuaas)
 extends_documentation_fragment:
@@ -36,18 +39,10 @@ extends_documentation_fragment:
   - gpuaas.platform.inventory
   - gpuaas.platform.inventory_run
   - gpuaas.platform.run_lock
+  - gpuaas.platform.node_pools
 options:
   node_pools:
-    description:
-      - "The pools (inventory C(gpuaas_node_pools)): C(name), C(flavor), C(target: {kind: MachineSet|MachineDeployment,
-        name, namespace, api_version}), C(min_nodes) (default 0), C(max_nodes), C(gpus_per_node), C(gpu_resource)
-        (default C(nvidia.com/gpu)), C(node_labels) (the labels the pool's template gives its nodes; must include the
-        flavor's node labels), C(provisioning_seconds) (default 600), C(idle_seconds) (default 600, the KEDA
-        cooldown before a pool with nothing reserved goes to C(min_nodes)), C(polling_interval) (default 15),
-        C(include_pending) (default false; also count GPUs pending in the ClusterQueues with quota on the flavor)."
-      - See C(docs/node-pools.md).
-    type: list
-    elements: dict
+    # the description is the node_pools doc fragment's; here the run is the pools alone, so [] is the default
     default: []
   flavors:
     description: Kueue ResourceFlavors (inventory C(gpuaas_flavors)); a pool's C(flavor) must be one of them.
@@ -70,10 +65,6 @@ options:
     description: Accept quotas above the capacity (nodes, or pools' maximum) of a flavor, with a warning.
   check_capacity:
     description: Read the nodes (one LIST) and compare the GPU quotas per flavor with the nodes and pools.
-  check_templates:
-    description: Read each pool's target and fail when it is missing or its template lacks the flavor's node labels.
-    type: bool
-    default: true
   keda_namespace:
     description:
       - Namespace of the KEDA operator (where the Prometheus credentials Secret goes).
@@ -174,12 +165,12 @@ import typing as t
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import run_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import INVENTORY_RUN_ARGUMENT_SPEC
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_runner import NodePoolsRunner
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_step import node_pools_argument_spec
 
 
 # The module's options (besides the connection options of k8s_auth); documented above (DOCUMENTATION).
 NODE_POOLS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
-    node_pools=dict(type="list", elements="dict", default=[]),
-    check_templates=dict(type="bool", default=True),
+    **node_pools_argument_spec(default=[]),
     **INVENTORY_RUN_ARGUMENT_SPEC,
 )
 

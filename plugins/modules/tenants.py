@@ -42,6 +42,9 @@ description:
     (flavors, cohorts, priorities) no longer listed, are left untouched and reported as drift (a warning and
     RV(drift)). An empty tenant list against a cluster that has tenants writes nothing at all (a forgotten C(-i));
     with O(prune=true) it is refused unless O(allow_empty=true)."
+  - "Node pools (O(node_pools) set): a step of the same run - validated with the inventory (a pool-fed flavor counts
+    its pools' maximum toward capacity), templates checked before the first write, ScaledObjects applied and pruned
+    under the same lock with one Prometheus credential read; RV(node_pools) reports them."
   - "Two runs never reconcile at once: a run that writes holds the run lock (O(lock), shared with
     M(gpuaas.platform.node_pools))."
   - "Transient API errors (connection refused/reset, timeouts, 429, 5xx) are retried with a bounded exponential
@@ -66,6 +69,7 @@ extends_documentation_fragment:
   - gpuaas.platform.inventory_run
   - gpuaas.platform.run_lock
   - gpuaas.platform.fleet
+  - gpuaas.platform.node_pools
 options:
   delete_namespaces:
     description: Delete the namespaces of offboarded tenants (and namespaces removed from a tenant).
@@ -169,6 +173,7 @@ EXAMPLES = r"""
     priorities: "{{ gpuaas_priorities }}"
     tenants: "{{ gpuaas_tenants }}"
     prometheus: "{{ gpuaas_prometheus }}"
+    node_pools: "{{ gpuaas_node_pools }}"  # the GPU node pools, a step of the same run
 
 - name: Remove every tenant the inventory no longer lists (opt-in; safe mode only reports them)
   gpuaas.platform.tenants:
@@ -292,6 +297,15 @@ lock:
   description: The lock this run held (Lease, holder identity, seconds waited, the expired holder taken over).
   returned: when a lock was taken
   type: dict
+node_pools:
+  description:
+    - With O(node_pools), the pools' part of the run, as M(gpuaas.platform.node_pools) returns it - C(changed),
+      C(summary), C(created), C(updated), C(deleted) (also in the run's lists), C(drift) (pool objects kept with
+      O(prune=false)) and C(pools) (per pool its target, bounds and PromQL).
+  returned: when O(node_pools) is set
+  type: dict
+  sample: {"changed": false, "summary": {"created": 0, "updated": 0, "unchanged": 1, "deleted": 0}, "drift": [],
+           "pools": {"h100": {"target": "MachineSet openshift-machine-api/gpu-h100", "max_nodes": 4}}}
 workers:
   description:
     - With O(clusters), the workers no longer present in the inventory that this run C(removed) (O(prune_workers))
@@ -327,6 +341,7 @@ import typing as t
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import run_module
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.fleet_runner import FleetRunner
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import INVENTORY_RUN_ARGUMENT_SPEC
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_step import node_pools_argument_spec
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import TenancyRunner
 
 
@@ -348,6 +363,8 @@ TENANTS_ARGUMENT_SPEC: t.Dict[str, t.Any] = dict(
     allow_empty=dict(type="bool", default=False),
     adopt=dict(type="list", elements="str", default=[]),
     **INVENTORY_RUN_ARGUMENT_SPEC,
+    # gpuaas_node_pools: the node pools step of the run (None: pool objects are not touched)
+    **node_pools_argument_spec(default=None),
     # gpuaas_clusters: a MultiKueue fleet (reconcile/fleet_runner.py); its credentials are registered by entry.py
     clusters=dict(type="dict", no_log=False),
     prune_workers=dict(type="bool", default=False),

@@ -453,6 +453,7 @@ ROLE = local_play("""
   roles:
     - role: gpuaas.platform.tenants
 """)
+TENANCY_TASK = "Reconcile the GPU tenancy"
 
 
 def test_the_tenants_role_applies_the_pools_and_prunes_a_removed_pool(pool, lab, run_playbook):
@@ -467,16 +468,20 @@ def test_the_tenants_role_applies_the_pools_and_prunes_a_removed_pool(pool, lab,
     so = env.custom.get_namespaced_custom_object("keda.sh", "v1alpha1", f.namespace, "scaledobjects", "gpuaas-pool-" + POOL)
     assert so["spec"]["scaleTargetRef"]["name"] == TARGET
     # quota 32 on a flavor whose nodes offer 0 GPUs: the role passed because the pools' maximum counts
-    assert run.task_results("Grow GPU node pools")[0]["capacity"][FLAVOR]["nvidia.com/gpu"] == "32"
+    (result,) = run.task_results(TENANCY_TASK)  # one call: the pools are a step of the tenancy run
+    assert result["capacity"][FLAVOR]["nvidia.com/gpu"] == "32"
+    assert result["node_pools"]["pools"][POOL]["target"].endswith("/" + TARGET)
     # without the pool the flavor's nodes offer 0 GPUs: the quota is only accepted as an over-commit (warning);
     # safe mode: the pool's ScaledObject is kept and reported until prune is asked for
     run = run_playbook(ROLE, extra_vars=dict(role_vars, gpuaas_node_pools=[], gpuaas_allow_overcommit=True))
     assert run.rc == 0, run.explain()
-    kept = run.task_results("Grow GPU node pools")[0]
+    kept = run.task_results(TENANCY_TASK)[0]["node_pools"]
     assert kept["deleted"] == [] and [(d["kind"], d["name"]) for d in kept["drift"]] == [("ScaledObject", "gpuaas-pool-" + POOL)]
     env.custom.get_namespaced_custom_object("keda.sh", "v1alpha1", f.namespace, "scaledobjects", "gpuaas-pool-" + POOL)
     run = run_playbook(ROLE, extra_vars=dict(role_vars, gpuaas_node_pools=[], gpuaas_allow_overcommit=True,
                                              gpuaas_tenants_prune=True))
     assert run.rc == 0, run.explain()
-    deleted = run.task_results("Grow GPU node pools")[0]["deleted"]
+    (result,) = run.task_results(TENANCY_TASK)
+    deleted = result["node_pools"]["deleted"]
     assert [(d["kind"], d["name"]) for d in deleted] == [("ScaledObject", "gpuaas-pool-" + POOL)], deleted
+    assert ("ScaledObject", "gpuaas-pool-" + POOL) in [(d["kind"], d["name"]) for d in result["deleted"]]

@@ -115,6 +115,37 @@ class PruneScope:
         return True
 
 
+class CombinedScope(PruneScope):
+    """The prune scopes of the steps of one run (the tenancy and its node pools) as the one scope its engine reads
+    and prunes with: every kind of each, a kind read where any step looks for it (pinned only when every step that
+    prunes it pins it), an object in scope when a step whose kinds include it matches it."""
+
+    def __init__(self, scopes: t.Sequence[PruneScope]) -> None:
+        kinds: t.List[t.Tuple[str, str]] = []
+        for scope in scopes:
+            kinds.extend(k for k in scope.kinds if k not in kinds)
+        super().__init__(kinds, require_tenant_label=False)
+        self.scopes = list(scopes)
+
+    def _of(self, kind: str) -> t.List[PruneScope]:
+        return [s for s in self.scopes if any(k == kind for _av, k in s.kinds)]
+
+    def namespaces_of(self, kind: str) -> t.Optional[t.List[str]]:
+        found = [s.namespaces_of(kind) for s in self._of(kind)]
+        if not found or any(nss is None for nss in found):
+            return None
+        return sorted({ns for nss in found for ns in nss or ()})
+
+    def pinned(self, kind: str) -> bool:
+        steps = self._of(kind)
+        return bool(steps) and all(s.pinned(kind) for s in steps)
+
+    def matches(self, obj: t.Mapping[str, t.Any]) -> bool:
+        # every step sees the object, not only up to the first match: a step may note what it keeps (TenantsScope.kept)
+        matched = [s.matches(obj) for s in self._of(obj.get("kind", ""))]
+        return any(matched)
+
+
 class ObjectResult:
     """What happened to one object: created, updated, unchanged or deleted."""
 
@@ -168,6 +199,12 @@ class ReconcileResult:
             if r.ref.kind == kind and r.ref.name == name and (r.ref.namespace or None) == (namespace or None):
                 return r
         return None
+
+    def only(self, keep: t.Callable[[ObjectResult], bool]) -> "ReconcileResult":
+        """The results ``keep`` selects (one step's part of a run): same mode, no requests or adoption of their own."""
+        part = ReconcileResult(self.check_mode)
+        part.results = [r for r in self.results if keep(r)]
+        return part
 
     def to_module_result(self, diff: bool = False) -> t.Dict[str, t.Any]:
         out: t.Dict[str, t.Any] = {

@@ -52,6 +52,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.fleet_cr
     stand_in_kubeconfig,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import inventory_from_params
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_step import refuse_node_pools_with
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_runner import Prepared, TenancyRunner
 
 Obj = t.Dict[str, t.Any]
@@ -163,6 +164,7 @@ class FleetRunner(WorkerCredentials):
     # -- inputs -----------------------------------------------------------------------------------------
     def model(self) -> TenantModel:
         """The inventory with gpuaas_clusters, parsed once (every problem at once, before any cluster is read)."""
+        refuse_node_pools_with(self.params, "clusters", "a fleet's capacity is declared per worker in gpuaas_clusters")
         inventory = inventory_from_params(self.params)
         inventory["gpuaas_clusters"] = self.params.get("clusters")
         model = TenantModel.from_inventory(inventory)

@@ -18,6 +18,9 @@ One run, one pass over each input:
                 server enforces the policies it updated before applying what they govern; prune)
             (the lock confirmed before the drain, each apply tier and the prune: a lost lock stops the run there)
             --> drift, kept namespaces, adoption report (from the same state) --> result (Secret data redacted)
+
+With option node_pools the node pools are a step of the same run (node_pools_step.py): parsed with the inventory,
+checked (templates) before the first write, built, read, applied and pruned with the tenancy's objects, reported.
 """
 
 from __future__ import annotations
@@ -34,13 +37,15 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.barrier impor
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.kueue_versions import cohort_quota_unsupported
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.live import LiveState
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, adoption_name, tenant_of
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import TENANT_LABEL, tenant_of
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import CombinedScope, ObjectRef, PruneScope, ReconcileResult
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import admission
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue_integrations
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import node_pools as pool_builders
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import openshift_ai
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import tenancy as builders
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.adoption_report import AdoptionReport
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import redact_secret_data
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import (
     inventory_from_params,
@@ -48,6 +53,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs i
     read_nodes,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import InventoryRun
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_step import NodePoolsStep, refuse_node_pools_with
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_scope import (
     TenantsScope,
     owned_by_tenants,
@@ -80,14 +86,16 @@ class Prepared:
     result: t.Optional[t.Dict[str, t.Any]] = None
 
 
-class TenancyRunner(InventoryRun):
-    """One tenants run (client, options, lock: ``InventoryRun``)."""
+class TenancyRunner(InventoryRun, AdoptionReport):
+    """One tenants run (client, options, lock: ``InventoryRun``; the adoption report: ``AdoptionReport``)."""
 
     def __init__(self, client: t.Any, params: t.Mapping[str, t.Any], check_mode: bool = False,
                  diff: bool = False, sleep: t.Callable[[float], None] = time.sleep,
                  clock: t.Callable[[], float] = time.monotonic) -> None:
         super().__init__(client, params, check_mode=check_mode, diff=diff, sleep=sleep, clock=clock)
         self._admission_options: t.Optional[builders.AdmissionSettings] = None
+        # the node pools step (option node_pools given; None: this run does not touch pool objects at all)
+        self.pools: t.Optional[NodePoolsStep] = None
 
     # -- inputs ---------------------------------------------------------------------------------------
     def keda_namespace(self, platform: str) -> str:
@@ -114,7 +122,9 @@ class TenancyRunner(InventoryRun):
 
     def model(self, nodes: t.Optional[t.List[Obj]]) -> TenantModel:
         """The inventory, parsed and validated once (every problem at once, before anything is read or written)."""
-        model = TenantModel.from_inventory(inventory_from_params(self.params), nodes)
+        refuse_node_pools_with(self.params, "limit_tenants", "a limited run reconciles only the named tenants' objects")
+        model = TenantModel.from_inventory(inventory_from_params(self.params, node_pools=self.params.get("node_pools")
+                                                                 is not None), nodes)
         self.warnings.extend(model.warnings)
         self.check_platform_namespaces(model)
         self.kueue_framework_names()
@@ -228,7 +238,13 @@ class TenancyRunner(InventoryRun):
                                            self.admission_settings(platform, model))
         if limit is not None:
             desired = [o for o in desired if (o["metadata"].get("labels") or {}).get(TENANT_LABEL) in limit]
+        if self.pools is not None:
+            desired += self.pools.build(token, ca_data)
         return desired
+
+    def prune_scope(self, scope: TenantsScope) -> PruneScope:
+        """What the run reads and prunes: the tenancy's scope, with the pools' when it has the node pools step."""
+        return CombinedScope([scope, self.pools.scope]) if self.pools is not None else scope
 
     @staticmethod
     def credential_stand_in(prom: t.Any) -> t.Tuple[t.Optional[str], t.Optional[str]]:
@@ -254,8 +270,9 @@ class TenancyRunner(InventoryRun):
             return desired, state
         if token or ca_data:
             data = keda.prometheus_auth(prom, token, ca_data, self.keda_namespace(platform), {})[0]["data"]
-            for obj in desired + [d.obj for d in state.prepared]:
-                if obj["kind"] == "Secret" and obj["metadata"]["name"] == keda.PROMETHEUS_AUTH_NAME:
+            for obj in desired + [d.obj for d in state.prepared]:  # the tenants' Secret, and the pools' (one read)
+                if obj["kind"] == "Secret" and obj["metadata"]["name"] in (keda.PROMETHEUS_AUTH_NAME,
+                                                                           pool_builders.PROMETHEUS_AUTH_NAME):
                     obj["data"] = dict(data)
         return desired, state
 
@@ -293,6 +310,9 @@ class TenancyRunner(InventoryRun):
         empty = limit is None and not declared
         platform = self.platform()
         self.check_hardware_profiles_served(model)
+        if p.get("node_pools") is not None:  # the pools' Prometheus URL and templates: read before any write
+            self.pools = NodePoolsStep(self.client, p, model, self.keda_namespace(platform), self.warnings)
+            self.pools.check()
         engine = ApplyEngine(self.client, check_mode=self.check_mode, concurrency=p.get("concurrency") or 8,
                              guard_ownership=True, adopt=p.get("adopt") or [],
                              list_selector=tenants_selector(limit) if limit is not None else None)
@@ -307,7 +327,7 @@ class TenancyRunner(InventoryRun):
                              declared=None if (prune or limit is not None) else declared,
                              keda_namespace=self.keda_namespace(platform))
         also = [("v1", "Namespace"), (kueue_av, "ClusterQueue")]
-        state = engine.read(desired, prune=scope, also=also)
+        state = engine.read(desired, prune=self.prune_scope(scope), also=also)
         prepared = Prepared(nodes, model, platform, engine, kueue_version, desired, scope, also, state)
 
         # Safe mode decisions need reads only, so a refused or empty run writes nothing (not even the lock).
@@ -333,8 +353,8 @@ class TenancyRunner(InventoryRun):
         """Hold the run lock (kube/lease.py) and re-check the state under it."""
         if self.run_lock.take():
             prepared.engine.confirm_lock = self.run_lock.confirm  # before each apply tier and before prune
-            prepared.state = self.recheck(prepared.engine, prepared.state, prepared.desired, prepared.scope,
-                                          prepared.also)
+            prepared.state = self.recheck(prepared.engine, prepared.state, prepared.desired,
+                                          self.prune_scope(prepared.scope), prepared.also)
 
     def write(self, prepared: "Prepared") -> t.Dict[str, t.Any]:
         """The writes of a prepared run (under the lock when it holds one) and its result."""
@@ -347,7 +367,7 @@ class TenancyRunner(InventoryRun):
         declared = {x.name for x in model.tenants}
         present = {x.name for x in model.present_tenants}
         desired, state = self.with_credential(engine, model, platform, limit, prepared.desired, prepared.state,
-                                              scope, also)
+                                              self.prune_scope(scope), also)
         live_cqs = [cq for cq in state.of_kind("ClusterQueue") if owned_by_tenants(cq)]
 
         live_tenant_names = {tenant_of(cq) for cq in live_cqs} - {None}
@@ -370,9 +390,11 @@ class TenancyRunner(InventoryRun):
         engine.barriers.append(Barrier(("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"),
                                        lambda written, pending: self.wait_for_policies(engine, written, pending),
                                        judged_late=self.governed_by))
-        result = engine.reconcile(desired, prune=scope, state=state)
+        result = engine.reconcile(desired, prune=self.prune_scope(scope), state=state)
         out = result.to_module_result(diff=self.diff)
         redact_secret_data(out.get("diff"))
+        if self.pools is not None:
+            out["node_pools"] = self.pools.report(result, state)
         if recreated:
             out["changed"] = True
         desired_keys = {(o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in desired}
@@ -494,48 +516,6 @@ class TenancyRunner(InventoryRun):
                 kept.append(name)
         return sorted(kept)
 
-    def report_adoption(self, adopted: t.Sequence[t.Mapping[str, t.Any]]) -> t.List[t.Dict[str, t.Any]]:
-        """Warn about adopted objects; return the GPU workloads of adopted namespaces the policy would refuse."""
-        if not adopted:
-            return []
-        verb = "would adopt" if self.check_mode else "adopted"
-        self.warnings.append("%s %d object%s that gpuaas.platform did not manage (labelled, then managed and pruned "
-                             "like its own): %s" % (verb, len(adopted), "" if len(adopted) == 1 else "s", ", ".join(
-                                 "%s (%s; managers: %s)" % (adoption_name(a["kind"], a["name"], a.get("namespace")),
-                                                            a.get("reason"), ", ".join(a.get("managers") or []) or "none")
-                                 for a in adopted)))
-        namespaces = sorted(a["name"] for a in adopted if a["kind"] == "Namespace")
-        objects: t.List[t.Dict[str, t.Any]] = []
-        unreadable: t.List[str] = []
-        for api_version, kind in builders.ADOPTION_WORKLOAD_KINDS:
-            for ns in namespaces:
-                try:
-                    items = self.client.resource(api_version, kind).list(namespace=ns)
-                except ApiException as exc:
-                    err = translate_api_exception(exc, "list", "%s in namespace %s" % (kind, ns))
-                    if err.details.get("status") != 403:
-                        raise err
-                    unreadable.append("%s in %s" % (kind, ns))  # a least-privilege account: say so, do not fail
-                    continue
-                for item in items:
-                    item.setdefault("kind", kind)
-                    objects.append(item)
-        if unreadable:
-            self.warnings.append("cannot list %s (forbidden): the GPU workloads of the adopted namespaces that the "
-                                 "admission policy would refuse were not checked there; grant list on them or check "
-                                 "by hand" % ", ".join(unreadable))
-        refused = builders.workloads_refused_on_update(objects)
-        if refused:
-            self.warnings.append(
-                "%d existing GPU workload%s in adopted namespaces carr%s no label %s: the admission policy %s refuses "
-                "%s next update (add the label, pointing at a LocalQueue of the tenant, to submit %s through Kueue): %s"
-                % (len(refused), "" if len(refused) == 1 else "s", "ies" if len(refused) == 1 else "y",
-                   builders.QUEUE_LABEL, builders.POLICY_NAME, "its" if len(refused) == 1 else "their",
-                   "it" if len(refused) == 1 else "them",
-                   ", ".join("%s %s/%s (%s)" % (w["kind"], w["namespace"], w["name"], ", ".join(w["resources"]))
-                             for w in refused)))
-        return refused
-
     def drift(self, unmanaged: t.Sequence[str], objects: t.Sequence[t.Mapping[str, t.Any]], prune: bool,
               skipped: bool) -> t.Dict[str, t.Any]:
         refs = sorted((ObjectRef.from_object(o) for o in objects), key=lambda r: r.key)
@@ -574,6 +554,8 @@ class TenancyRunner(InventoryRun):
         }
         if self.diff:
             out["diff"] = []
+        if self.pools is not None:  # nothing written for the pools either
+            out["node_pools"] = self.pools.report(ReconcileResult(self.check_mode), state)
         return self.finish(out, model.capacity, nodes is not None)  # before the lock: none to report
 
     def recreate_moved_local_queues(self, desired: t.Sequence[t.Mapping[str, t.Any]], kueue_av: str,
