@@ -27,7 +27,8 @@ import datetime
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import NodePool, TenantModel
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.node_pools import SCALE_BY_KEDA
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda, provisioning
 
 COMPONENT_VALUE = "node-pools"
 POOL_LABEL = "gpuaas.io/node-pool"
@@ -116,15 +117,22 @@ def prometheus_auth(model: TenantModel, token: t.Optional[str], ca_data: t.Optio
 
 def desired_objects(model: TenantModel, labels: t.Mapping[str, str], prometheus_token: t.Optional[str] = None,
                     prometheus_ca: t.Optional[str] = None, keda_namespace: str = "keda") -> t.List[t.Dict[str, t.Any]]:
-    """Every object the inventory's ``gpuaas_node_pools`` ask for (empty without pools)."""
-    if not model.node_pools:
-        return []
-    objs = prometheus_auth(model, prometheus_token, prometheus_ca, keda_namespace, labels)
+    """Every object the inventory's ``gpuaas_node_pools`` ask for (empty without pools): a ScaledObject per KEDA
+    pool (with the pools' Prometheus credential), the ProvisioningRequestConfig and AdmissionCheck per flavor of
+    ``scale_by: provisioning_request`` pools (their ClusterQueues' checks come with the tenants' objects)."""
+    keda_pools = keda_scaled_pools(model)
+    objs = prometheus_auth(model, prometheus_token, prometheus_ca, keda_namespace, labels) if keda_pools else []
     authenticated = bool(objs)
-    for pool in model.node_pools:
+    for pool in keda_pools:
         objs.append(pool_scaled_object(pool, model.prometheus.url or "", labels,
                                        queues_using_flavor(model, pool.flavor, pool.gpu_resource), authenticated))
+    objs.extend(provisioning.desired_objects(model, labels))
     return objs
+
+
+def keda_scaled_pools(model: TenantModel) -> t.List[NodePool]:
+    """The pools KEDA sizes from Kueue's reserved quota (``scale_by: keda``)."""
+    return [pool for pool in model.node_pools if pool.scale_by == SCALE_BY_KEDA]
 
 
 # -- reading a pool's target (used by the modules; pure, on dicts) -----------------------------------------

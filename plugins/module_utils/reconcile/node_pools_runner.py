@@ -18,6 +18,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership imp
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, PruneScope
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import node_pools as builders
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import provisioning
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import redact_secret_data
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import (
     inventory_from_params,
@@ -26,7 +27,8 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs i
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import InventoryRun
 
-MANAGED_KINDS = (("v1", "Secret"), (keda.KEDA_V, "ClusterTriggerAuthentication"), (keda.KEDA_V, "ScaledObject"))
+MANAGED_KINDS = (("v1", "Secret"), (keda.KEDA_V, "ClusterTriggerAuthentication"), (keda.KEDA_V, "ScaledObject"),
+                 (provisioning.KUEUE_V, "ProvisioningRequestConfig"), (provisioning.KUEUE_V, "AdmissionCheck"))
 
 
 class NodePoolsRunner(InventoryRun):
@@ -77,7 +79,7 @@ class NodePoolsRunner(InventoryRun):
         model = TenantModel.from_inventory(inventory_from_params(p, node_pools=True), nodes)
         if model.node_pools:  # without pools the tenants module reports the same warnings
             self.warnings.extend(model.warnings)
-        if model.node_pools and not model.prometheus.url:
+        if builders.keda_scaled_pools(model) and not model.prometheus.url:
             raise GpuaasError("gpuaas_node_pools need gpuaas_prometheus.url",
                               hint="the pools are driven by Kueue's quota metrics in Prometheus; set gpuaas_prometheus.url")
         if p.get("check_templates", True):
@@ -98,7 +100,7 @@ class NodePoolsRunner(InventoryRun):
         # to read, and the tenants module reads it again under its run lock)
         prom = model.prometheus
         token = ca_data = None
-        if model.node_pools:
+        if builders.keda_scaled_pools(model):  # a ProvisioningRequest pool reads no metric
             credential = prometheus_credential(self.client, self.secret_sink)
             token, ca_data = credential.token(prom), credential.ca(prom)
         labels = add_ownership({}, component=builders.COMPONENT_VALUE)
