@@ -239,8 +239,8 @@ class Simulator:
                             "max": int(annotations[MAX_SIZE[kind]]), "nodes": 0})
         return out
 
-    def existing(self, groups: list) -> list:
-        """Slots of the schedulable nodes (free accelerators), counting each group's nodes on the way."""
+    def existing(self, groups: list) -> tuple:
+        """(slots of the schedulable nodes with their free accelerators, every pod), counting each group's nodes."""
         api = self.client.ApiClient()
         pods = [api.sanitize_for_serialization(p) for p in self.core.list_pod_for_all_namespaces().items]
         used: dict = {}
