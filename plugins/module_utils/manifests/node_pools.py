@@ -27,7 +27,10 @@ import datetime
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import NodePool, TenantModel
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.node_pools import SCALE_BY_KEDA
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.node_pools import (
+    SCALE_BY_KEDA,
+    SCALE_BY_PROVISIONING_REQUEST,
+)
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda, provisioning
 
 COMPONENT_VALUE = "node-pools"
@@ -42,6 +45,14 @@ PENDING_METRIC = "kueue_cluster_queue_resource_pending"  # cluster_queue, resour
 DELETE_MACHINE_ANNOTATIONS = {
     "MachineSet": "machine.openshift.io/delete-machine",
     "MachineDeployment": "cluster.x-k8s.io/delete-machine",
+}
+# The cluster autoscaler's node-group size annotations (clusterapi provider: (min, max) per target kind; on
+# OpenShift the MachineAutoscaler controller writes the machine.openshift.io ones).
+AUTOSCALER_SIZE_ANNOTATIONS = {
+    "MachineSet": ("machine.openshift.io/cluster-api-autoscaler-node-group-min-size",
+                   "machine.openshift.io/cluster-api-autoscaler-node-group-max-size"),
+    "MachineDeployment": ("cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size",
+                          "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"),
 }
 # Scale-from-zero capacity annotations the cluster-autoscaler reads on a MachineSet/MachineDeployment.
 GPU_COUNT_ANNOTATIONS = ("capacity.cluster-autoscaler.kubernetes.io/gpu-count",
@@ -156,6 +167,29 @@ def _capi_propagates(key: str) -> bool:
     return (domain == "node.cluster.x-k8s.io" or domain.endswith(".node.cluster.x-k8s.io")
             or domain in ("node-role.kubernetes.io", "node-restriction.kubernetes.io")
             or domain.endswith(".node-restriction.kubernetes.io"))
+
+
+def autoscaler_bounds_problems(pool: NodePool, target: t.Mapping[str, t.Any]) -> t.List[str]:
+    """What keeps the cluster autoscaler from sizing a ``scale_by: provisioning_request`` pool as the inventory says:
+    its node-group size annotations on the live target (written by a MachineAutoscaler on OpenShift, set on the
+    MachineDeployment with Cluster API) missing or not ``min_nodes``/``max_nodes``. Without them the autoscaler does
+    not treat the target as a node group and every ProvisioningRequest for the flavor waits forever."""
+    names = AUTOSCALER_SIZE_ANNOTATIONS.get(pool.target_kind)
+    if pool.scale_by != SCALE_BY_PROVISIONING_REQUEST or not names:
+        return []
+    annotations = ((target.get("metadata") or {}).get("annotations")) or {}
+    how = ("a MachineAutoscaler with minReplicas %d and maxReplicas %d" if pool.target_kind == "MachineSet"
+           else "the annotations min-size %d and max-size %d on it") % (pool.min_nodes, pool.max_nodes)
+    out = []
+    for name, key, want in ((names[0], "min_nodes", pool.min_nodes), (names[1], "max_nodes", pool.max_nodes)):
+        have = annotations.get(name)
+        if have is None:
+            out.append("the cluster autoscaler does not size %s %s/%s: annotation %s is missing (give it %s)"
+                       % (pool.target_kind, pool.target_namespace, pool.target_name, name, how))
+        elif str(have).strip() != str(want):
+            out.append("annotation %s of %s %s/%s is %s, but the pool's %s is %d (give it %s)"
+                       % (name, pool.target_kind, pool.target_namespace, pool.target_name, have, key, want, how))
+    return out
 
 
 def template_mismatch(pool: NodePool, target: t.Mapping[str, t.Any], flavor_labels: t.Mapping[str, str]) -> t.List[str]:

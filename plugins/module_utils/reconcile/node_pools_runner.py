@@ -61,6 +61,7 @@ class NodePoolsRunner(InventoryRun):
                 problems.append("%s: the template of %s does not give its nodes the node labels of flavor %r: %s "
                                 "(Kueue would place the flavor's workloads on nodes this pool never creates)"
                                 % (path, what, pool.flavor, ", ".join(missing)))
+            problems.extend("%s.target: %s" % (path, text) for text in builders.autoscaler_bounds_problems(pool, live))
         if problems:
             raise GpuaasError("%d node pool%s cannot be scaled from Kueue's quota; nothing was changed."
                               % (len(problems), "" if len(problems) == 1 else "s"),

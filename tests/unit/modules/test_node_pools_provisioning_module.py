@@ -24,8 +24,14 @@ SERVED = [("v1", "Secret"), ("v1", "Node"), ("keda.sh/v1alpha1", "ScaledObject")
 NAME = "gpuaas-provisioning-h100-elastic"
 
 
-def machineset(labels):
-    return {"apiVersion": MS_V, "kind": "MachineSet", "metadata": {"name": "gpu-a", "namespace": "openshift-machine-api"},
+SIZE = "machine.openshift.io/cluster-api-autoscaler-node-group-%s-size"
+
+
+def machineset(labels, min_size="0", max_size="4"):
+    """The pool's MachineSet as a MachineAutoscaler (minReplicas 0, maxReplicas 4) leaves it."""
+    annotations = {k: v for k, v in ((SIZE % "min", min_size), (SIZE % "max", max_size)) if v is not None}
+    return {"apiVersion": MS_V, "kind": "MachineSet",
+            "metadata": {"name": "gpu-a", "namespace": "openshift-machine-api", "annotations": annotations},
             "spec": {"replicas": 0, "template": {"spec": {"metadata": {"labels": labels}}}}}
 
 
@@ -82,3 +88,25 @@ def test_scaledown_leaves_a_provisioning_request_pool_to_the_autoscaler():
     assert not out["changed"]
     assert out["pools"]["h100"]["removed"] == [] and "cluster autoscaler" in out["pools"]["h100"]["skipped"]
     assert kube.side_effects() == []  # nothing cordoned, marked or scaled
+
+
+def test_the_autoscalers_node_group_bounds_must_be_the_pools():
+    """Without its size annotations the autoscaler does not treat the MachineSet as a node group: every request for
+    the flavor would wait forever. Refused before anything is written, both problems at once."""
+    kube = FakeKube(SERVED)
+    kube.add(machineset({"gpuaas.io/pool": "h100"}, min_size=None, max_size="8"))
+    with pytest.raises(GpuaasError) as info:
+        NodePoolsRunner(kube, params()).run()
+    assert info.value.problems == [
+        "gpuaas_node_pools[0].target: the cluster autoscaler does not size MachineSet openshift-machine-api/gpu-a: "
+        "annotation machine.openshift.io/cluster-api-autoscaler-node-group-min-size is missing (give it a "
+        "MachineAutoscaler with minReplicas 0 and maxReplicas 4)",
+        "gpuaas_node_pools[0].target: annotation machine.openshift.io/cluster-api-autoscaler-node-group-max-size of "
+        "MachineSet openshift-machine-api/gpu-a is 8, but the pool's max_nodes is 4 (give it a MachineAutoscaler with "
+        "minReplicas 0 and maxReplicas 4)"]
+    assert owned(kube) == []
+    # a KEDA pool on the same MachineSet needs no autoscaler annotations
+    keda = params()
+    keda["node_pools"][0]["scale_by"] = "keda"
+    keda["prometheus"] = {"url": "http://prom:9090"}
+    assert NodePoolsRunner(kube, keda).run()["changed"]
