@@ -184,7 +184,7 @@ def parse_provisioning(check: Validator, path: str, data: t.Mapping[str, t.Any],
         else:
             out.parameters[key] = text
     retry = check.mapping(path + ".provisioning.retry", settings.get("retry"), PROVISIONING_RETRY_KEYS) or {}
-    values = {}
+    values: t.Dict[str, t.Optional[int]] = {}
     for key, default in DEFAULT_RETRY.items():
         minimum = 0 if key == "backoff_limit_count" else 1
         values[key] = check.integer("%s.provisioning.retry.%s" % (path, key), retry.get(key, default), minimum, 2 ** 31 - 1)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory import records
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import Tenant, TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.node_pools import provisioning_by_flavor
 
 KUEUE_V = "kueue.x-k8s.io/v1beta2"
@@ -72,7 +72,7 @@ def desired_objects(model: TenantModel, labels: t.Mapping[str, str]) -> t.List[t
     return objs
 
 
-def cluster_queue_checks(tenant: t.Any, model: TenantModel) -> t.List[records.AdmissionCheck]:
+def cluster_queue_checks(tenant: Tenant, model: TenantModel) -> t.List[records.AdmissionCheck]:
     """The admission checks of the tenant's ClusterQueue: one per flavor of its quotas fed by ProvisioningRequest
     pools, restricted to that flavor (a Workload on another flavor of the queue is not held)."""
     flavors = provisioning_by_flavor(model.node_pools)
