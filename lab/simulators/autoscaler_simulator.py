@@ -326,6 +326,8 @@ class Simulator:
                 self.round()
             except self.client.ApiException as exc:  # a conflict, a blip, the CRD not served yet: next round
                 log("error", "round", "%s %s" % (exc.status, exc.reason))
+            except Exception as exc:  # noqa: BLE001 - one odd object must not stop the lab's autoscaler
+                log("error", "round", "%s: %s" % (type(exc).__name__, exc))
             time.sleep(interval)
 
 
