@@ -85,3 +85,102 @@ def test_selector_and_taints_decide_which_nodes_and_groups_fit():
     untolerated = pod(8, tolerations=[])
     assert sim.plan([untolerated], [], [node(8)], [group()], BEST)["provisioned"] is False  # tainted node and group
     assert sim.plan([pod(16)], [], [], [group()], BEST)["provisioned"] is False  # bigger than any node of the group
+
+
+# -- one round of the process on an in-memory cluster (the planning above, the reads and writes around it) -----
+
+class FakeApis:
+    """Just what the SIMULATOR calls, on dicts: ProvisioningRequests, MachineSets, PodTemplates, Pods, Nodes."""
+
+    def __init__(self, prs, targets, templates, pods=(), nodes=()):
+        from types import SimpleNamespace
+        self.ns = SimpleNamespace
+        self.prs, self.targets, self.templates = prs, targets, templates
+        self.pods, self.nodes = list(pods), list(nodes)
+        self.writes = []
+
+    # CustomObjectsApi
+    def list_cluster_custom_object(self, group, version, plural, **_):
+        if plural == "provisioningrequests":
+            return {"items": self.prs}
+        if plural == "machinesets":
+            return {"items": self.targets}
+        from kubernetes.client import ApiException
+        raise ApiException(status=404, reason="not served")
+
+    def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body):
+        pr = next(p for p in self.prs if p["metadata"]["name"] == name)
+        pr["status"] = body["status"]
+        self.writes.append(("status", name, [(c["type"], c["status"], c["reason"]) for c in body["status"]["conditions"]]))
+        return pr
+
+    def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body):
+        target = next(t for t in self.targets if t["metadata"]["name"] == name)
+        target["spec"].update(body["spec"])
+        self.writes.append(("scale", name, body["spec"]["replicas"]))
+        return target
+
+    # CoreV1Api
+    def read_namespaced_pod_template(self, name, namespace):
+        return self.ns(template=self.ns(spec=self.templates[name]))
+
+    def list_pod_for_all_namespaces(self):
+        return self.ns(items=self.pods)
+
+    def list_node(self):
+        return self.ns(items=self.nodes)
+
+
+def simulator(apis):
+    from kubernetes import client
+    out = object.__new__(sim.Simulator)
+    out.client, out.custom, out.core = client, apis, apis
+    out.classes, out.booking_seconds = {BEST, CHECK}, 600.0
+    return out
+
+
+def request(name, template, count, cls=BEST):
+    return {"metadata": {"name": name, "namespace": "nlp", "generation": 1, "creationTimestamp": "2026-12-03T10:00:00Z"},
+            "spec": {"provisioningClassName": cls, "podSets": [{"podTemplateRef": {"name": template}, "count": count}]}}
+
+
+def machineset(replicas=0, maximum="2"):
+    return {"metadata": {"name": "gpu-h100", "namespace": "openshift-machine-api",
+                         "annotations": {"capacity.cluster-autoscaler.kubernetes.io/gpu-count": "8",
+                                         sim.MAX_SIZE["MachineSet"]: maximum}},
+            "spec": {"replicas": replicas, "template": {"spec": {"metadata": {"labels": dict(POOL)}, "taints": [TAINT]}}}}
+
+
+TEMPLATE = {"nodeSelector": dict(POOL), "tolerations": TOLERATE,
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}
+
+
+def test_a_round_accepts_scales_one_group_and_reports_provisioned_once():
+    apis = FakeApis([request("wl-check-1", "ppt-a", 2)], [machineset()], {"ppt-a": TEMPLATE})
+    sim_ = simulator(apis)
+    sim_.round()
+    assert apis.writes == [
+        ("status", "wl-check-1", [("Accepted", "True", "Accepted")]),
+        ("scale", "gpu-h100", 2),
+        ("status", "wl-check-1", [("Accepted", "True", "Accepted"), ("Provisioned", "True", "CapacityIsProvisioned")])]
+    apis.writes.clear()
+    sim_.round()  # provisioned: nothing more to do, nothing written
+    assert apis.writes == []
+    # a second request while the two upcoming nodes are booked by the first (its pods not bound yet): beyond max
+    apis.prs.append(request("wl2-check-1", "ppt-a", 1))
+    sim_.round()
+    assert apis.writes[-1] == ("status", "wl2-check-1", [("Accepted", "True", "Accepted"),
+                                                         ("Provisioned", "False", "CapacityIsNotFound")])
+    assert apis.targets[0]["spec"]["replicas"] == 2
+    apis.writes.clear()
+    sim_.round()  # still not found: the same condition is not written again
+    assert apis.writes == []
+
+
+def test_a_round_leaves_targets_without_the_autoscalers_size_annotation_alone():
+    target = machineset()
+    del target["metadata"]["annotations"][sim.MAX_SIZE["MachineSet"]]
+    apis = FakeApis([request("wl-check-1", "ppt-a", 1)], [target], {"ppt-a": TEMPLATE})
+    simulator(apis).round()
+    assert ("scale", "gpu-h100", 1) not in apis.writes
+    assert apis.writes[-1][2][-1] == ("Provisioned", "False", "CapacityIsNotFound")
