@@ -130,9 +130,9 @@ def _check_one_mechanism_per_flavor(check: Validator, indexes: t.Sequence[int], 
         if SCALE_BY_PROVISIONING_REQUEST not in (pool.scale_by, other.scale_by):
             continue
         if pool.scale_by != other.scale_by:
-            check.err("gpuaas_node_pools[%d].scale_by" % i, "%s, but gpuaas_node_pools[%d] (%s) on the same flavor %r "
-                      "has scale_by: %s; the pools of one flavor grow one way" % (pool.scale_by, j, other.name,
-                                                                                   pool.flavor, other.scale_by))
+            check.err("gpuaas_node_pools[%d].scale_by" % i,
+                      "%s, but gpuaas_node_pools[%d] (%s) on the same flavor %r has scale_by: %s; the pools of one "
+                      "flavor grow one way" % (pool.scale_by, j, other.name, pool.flavor, other.scale_by))
         elif pool.provisioning != other.provisioning:
             check.err("gpuaas_node_pools[%d].provisioning" % i, "differs from gpuaas_node_pools[%d] (%s) on the same "
                       "flavor %r: Kueue checks a flavor with one ProvisioningRequestConfig; give both pools the same "

@@ -63,8 +63,8 @@ def test_config_and_check_are_applied_without_prometheus_then_nothing_then_prune
     second = NodePoolsRunner(kube, params()).run()
     assert not second["changed"] and second["summary"]["unchanged"] == 2
     kept = NodePoolsRunner(kube, params(pools=False)).run()
-    assert sorted((d["kind"], d["name"]) for d in kept["drift"]) == [("AdmissionCheck", NAME),
-                                                                    ("ProvisioningRequestConfig", NAME)]
+    drift = sorted((d["kind"], d["name"]) for d in kept["drift"])
+    assert drift == [("AdmissionCheck", NAME), ("ProvisioningRequestConfig", NAME)]
     pruned = NodePoolsRunner(kube, dict(params(pools=False), prune=True)).run()
     assert sorted(d["name"] for d in pruned["deleted"]) == [NAME, NAME] and owned(kube) == []
 
