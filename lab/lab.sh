@@ -9,7 +9,8 @@
 #
 # Environment: LAB_FLAVOR=kubernetes|openshift (OpenShift API CRDs + ClusterVersion object),
 #              LAB_KUEUE_API=v1beta2|v1beta1 (v1beta1 loads an older Kueue release's CRDs that serve only v1beta1),
-#              LAB_COMPONENTS="kueue keda" (optional controllers under lab/components/, "" for none).
+#              LAB_COMPONENTS="kueue keda autoscaler" (optional controllers under lab/components/, "" for none;
+#              autoscaler is the cluster-autoscaler SIMULATOR for ProvisioningRequests).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +21,7 @@ export LAB_PKI=$LAB_DIR/pki
 export LAB_BIN=$LAB_DIR/bin
 export KUBECONFIG=$LAB_DIR/kubeconfig
 LAB_FLAVOR_DEFAULT=kubernetes
-LAB_COMPONENTS_DEFAULT="kueue keda"
+LAB_COMPONENTS_DEFAULT="kueue keda autoscaler"
 PY=${LAB_PYTHON:-$ROOT/.venv/bin/python}
 set -a
 # shellcheck source=versions.env
@@ -45,7 +46,7 @@ die() { printf '[lab] ERROR: %s\n' "$*" >&2; exit 1; }
 
 cache_dir() { # name version -> cache path
   local key=$2
-  [ "$1" = crds ] && key="$KUEUE_VERSION-$KEDA_VERSION-$(printf '%s' "$GPU_OPERATOR_VERSION$NFD_VERSION$PROMETHEUS_OPERATOR_VERSION$OLM_API_VERSION$OPENSHIFT_API_VERSION$KUEUE_V1BETA1_VERSION$OPENSHIFT_MACHINE_API_VERSION$CLUSTER_API_VERSION$WORKLOAD_CRDS" | md5sum | cut -c1-8)"
+  [ "$1" = crds ] && key="$KUEUE_VERSION-$KEDA_VERSION-$(printf '%s' "$GPU_OPERATOR_VERSION$NFD_VERSION$PROMETHEUS_OPERATOR_VERSION$OLM_API_VERSION$OPENSHIFT_API_VERSION$KUEUE_V1BETA1_VERSION$OPENSHIFT_MACHINE_API_VERSION$CLUSTER_API_VERSION$WORKLOAD_CRDS$AUTOSCALER_APIS_VERSION" | md5sum | cut -c1-8)"
   # cheap data builds are also keyed by their script, so editing the script refreshes the cache
   [ "$1" = charts ] && key="$( (printf '%s' "$KUEUE_VERSION$KEDA_VERSION$GPU_OPERATOR_VERSION"; cat "$LAB_SRC/build/charts.sh") | md5sum | cut -c1-8)"
   [ "$1" = crds ] && key="$key-$(md5sum < "$LAB_SRC/build/crds.sh" | cut -c1-6)"

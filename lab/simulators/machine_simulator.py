@@ -85,6 +85,21 @@ def capi_propagates(key: str) -> bool:
             or domain.endswith(".node-restriction.kubernetes.io"))
 
 
+def template(kind: str, target: dict) -> tuple[dict, dict, list]:
+    """(machine labels, node labels, node taints) of the target's template (also read by the cluster-autoscaler
+    SIMULATOR, lab/simulators/autoscaler_simulator.py: the nodes a scale-up would give)."""
+    tpl = target["spec"].get("template") or {}
+    machine_labels = dict((tpl.get("metadata") or {}).get("labels") or {})
+    if kind == "MachineSet":
+        spec_meta = (tpl.get("spec") or {}).get("metadata") or {}
+        return machine_labels, dict(spec_meta.get("labels") or {}), list((tpl.get("spec") or {}).get("taints") or [])
+    # Cluster API propagates only these label domains from the Machine to its Node
+    node_labels = {k: v for k, v in machine_labels.items() if capi_propagates(k)}
+    # v1beta2 taints carry a propagation mode (Always | OnInitialization) that a Node taint does not have
+    taints = [{k: v for k, v in t_.items() if k != "propagation"} for t_ in (tpl.get("spec") or {}).get("taints") or []]
+    return machine_labels, node_labels, taints
+
+
 def selector_string(selector: dict) -> str:
     parts = ["%s=%s" % kv for kv in sorted((selector.get("matchLabels") or {}).items())]
     for expr in selector.get("matchExpressions") or []:
@@ -116,17 +131,7 @@ class Simulator:
         return self.custom.list_namespaced_custom_object(group, mver, ns, "machines")["items"]
 
     def template(self, kind: str, target: dict) -> tuple[dict, dict, list]:
-        """(machine labels, node labels, node taints) of the target's template."""
-        tpl = target["spec"].get("template") or {}
-        machine_labels = dict((tpl.get("metadata") or {}).get("labels") or {})
-        if kind == "MachineSet":
-            spec_meta = (tpl.get("spec") or {}).get("metadata") or {}
-            return machine_labels, dict(spec_meta.get("labels") or {}), list((tpl.get("spec") or {}).get("taints") or [])
-        # Cluster API propagates only these label domains from the Machine to its Node
-        node_labels = {k: v for k, v in machine_labels.items() if capi_propagates(k)}
-        # v1beta2 taints carry a propagation mode (Always | OnInitialization) that a Node taint does not have
-        taints = [{k: v for k, v in t_.items() if k != "propagation"} for t_ in (tpl.get("spec") or {}).get("taints") or []]
-        return machine_labels, node_labels, taints
+        return template(kind, target)
 
     def delete_policy(self, kind: str, target: dict) -> str:
         spec = target.get("spec") or {}

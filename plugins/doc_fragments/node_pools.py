@@ -24,12 +24,22 @@ options:
         C(ClusterTriggerAuthentication) named C(gpuaas-prometheus-node-pools). Pool objects of pools no longer listed
         are deleted with O(prune=true), else kept and reported as drift. See C(docs/node-pools.md)."
       - "The capacity check counts C(max_nodes x gpus_per_node) for a flavor fed by a pool, so quota sized for the
-        pool's maximum validates while the pool is at 0 nodes; C(prometheus.url) is required when there are pools."
+        pool's maximum validates while the pool is at 0 nodes; C(prometheus.url) is required when there are C(scale_by=keda) pools."
       - "In M(gpuaas.platform.tenants): not set (the default), the run does not read, write or prune pool objects at
         all. Set (also to C([]), an inventory without pools), the pools are a step of the tenancy run: parsed and
         validated with the rest of the inventory, checked (O(check_templates)) before the first write, applied and
-        pruned under the same run lock, reported in RV(gpuaas.platform.tenants#module:node_pools). Not taken with
-        O(gpuaas.platform.tenants#module:limit_tenants) or O(gpuaas.platform.tenants#module:clusters)."
+        pruned under the same run lock, reported in RV(gpuaas.platform.tenants#module:node_pools). With
+        O(gpuaas.platform.tenants#module:limit_tenants) the pools are parsed (the capacity check, the ClusterQueues'
+        ProvisioningRequest checks) but no pool object is read or written. Not taken with
+        O(gpuaas.platform.tenants#module:clusters)."
+      - "C(scale_by): C(keda) (the default: the ScaledObject above) or C(provisioning_request): per flavor a Kueue
+        C(ProvisioningRequestConfig) and C(AdmissionCheck) C(gpuaas-provisioning-<flavor>) instead of a ScaledObject
+        (no Prometheus needed), the check on every ClusterQueue with quota on the flavor, and the cluster
+        autoscaler's node-group size annotations on the target checked against C(min_nodes)/C(max_nodes).
+        C(provisioning): C(class) (default C(best-effort-atomic-scale-up.autoscaling.x-k8s.io), or
+        C(check-capacity.autoscaling.x-k8s.io)), C(managed_resources) (default the pool's C(gpu_resource)),
+        C(parameters), C(retry: {backoff_limit_count, backoff_base_seconds, backoff_max_seconds}). The KEDA-only keys
+        (C(idle_seconds), C(provisioning_seconds), C(polling_interval), C(include_pending)) are refused there."
     type: list
     elements: dict
   check_templates:

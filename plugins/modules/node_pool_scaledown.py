@@ -74,7 +74,10 @@ changed:
   returned: always
   type: bool
 pools:
-  description: Per pool the replicas before and after, the removed nodes, and the nodes kept with the reason.
+  description:
+    - Per pool the replicas before and after, the removed nodes, and the nodes kept with the reason.
+    - A C(scale_by=provisioning_request) pool is left to the cluster autoscaler; its entry has C(skipped) (why) and an
+      empty C(removed).
   returned: always
   type: dict
   sample: {"h100": {"replicas_before": 4, "replicas_after": 1, "removed": ["gpu-h100-a-x1"], "busy": ["gpu-h100-a-x2"],
@@ -86,6 +89,7 @@ import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import NodePool, TenantModel
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.node_pools import SCALE_BY_KEDA
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import (
     ApiException,
     get_client,
@@ -206,6 +210,12 @@ class ScaleDown:
         out: t.Dict[str, t.Any] = {}
         for pool in model.node_pools:
             if wanted and pool.name not in wanted:
+                continue
+            if pool.scale_by != SCALE_BY_KEDA:
+                # the cluster autoscaler removes the unneeded nodes of a ProvisioningRequest pool itself; two
+                # removers of one node group would race
+                out[pool.name] = {"skipped": "scale_by: %s: the cluster autoscaler scales this pool down" % pool.scale_by,
+                                  "removed": []}
                 continue
             if p.get("idle_seconds") is not None:
                 pool.idle_seconds = int(p["idle_seconds"])

@@ -57,7 +57,8 @@ def test_upstream_crds_are_served(lab):
                      "scaledobjects.keda.sh", "triggerauthentications.keda.sh", "clusterpolicies.nvidia.com",
                      "nvidiadrivers.nvidia.com", "subscriptions.operators.coreos.com",
                      "clusterserviceversions.operators.coreos.com", "servicemonitors.monitoring.coreos.com",
-                     "prometheusrules.monitoring.coreos.com", "nodefeaturerules.nfd.k8s-sigs.io"):
+                     "prometheusrules.monitoring.coreos.com", "nodefeaturerules.nfd.k8s-sigs.io",
+                     "provisioningrequests.autoscaling.x-k8s.io"):
         assert resource in out, resource
     versions = kubectl(lab, "api-versions").stdout.split()
     assert ("kueue.x-k8s.io/v1beta2" in versions) == (lab.kueue_api == "v1beta2")

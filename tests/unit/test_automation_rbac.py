@@ -81,6 +81,19 @@ def test_tenants_role_covers_every_kind_the_tenants_module_manages():
     assert verbs_for(roles["gpuaas-automation-tenants-delete-namespaces"], "", "namespaces") == {"delete"}
 
 
+def test_tenants_role_covers_the_kueue_kinds_the_node_pools_run_manages():
+    """The tenants role runs the node_pools module first; it lists (and with ProvisioningRequest pools writes) the
+    flavors' AdmissionChecks and ProvisioningRequestConfigs on every run."""
+    from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_runner import (
+        MANAGED_KINDS as POOL_KINDS)
+    tenants = cluster_roles()["gpuaas-automation-tenants"]
+    kueue = [(av, kind) for av, kind in POOL_KINDS if av.startswith("kueue.x-k8s.io/")]
+    assert {kind for _av, kind in kueue} == {"AdmissionCheck", "ProvisioningRequestConfig"}
+    for api_version, kind in kueue:
+        granted = verbs_for(tenants, group_of(api_version), plural(kind))
+        assert APPLY_VERBS <= granted, "%s: missing %s" % (kind, sorted(APPLY_VERBS - granted))
+
+
 def test_observability_role_covers_every_kind_the_monitoring_module_manages():
     role = cluster_roles()["gpuaas-automation-observability"]
     names = {"ServiceMonitor": "gpuaas-kueue", "PodMonitor": "gpuaas-dcgm-exporter",

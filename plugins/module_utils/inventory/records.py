@@ -146,6 +146,18 @@ class Tenant:
 
 
 @dataclass
+class Provisioning:
+    """A pool's Kueue ProvisioningRequest settings (``scale_by: provisioning_request``): one
+    ProvisioningRequestConfig and AdmissionCheck per pool, in Kueue's and the cluster autoscaler's words."""
+    provisioning_class: str = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    managed_resources: t.List[str] = field(default_factory=list)
+    parameters: t.Dict[str, str] = field(default_factory=dict)
+    backoff_limit_count: int = 3
+    backoff_base_seconds: int = 60
+    backoff_max_seconds: int = 1800
+
+
+@dataclass
 class NodePool:
     """One ``gpuaas_node_pools`` entry: a MachineSet/MachineDeployment that feeds ``flavor`` with nodes."""
     name: str
@@ -163,6 +175,10 @@ class NodePool:
     idle_seconds: int = 600
     polling_interval: int = 15
     include_pending: bool = False
+    # "keda" (a ScaledObject from Kueue's reserved quota) or "provisioning_request" (Kueue's admission check asks
+    # the cluster autoscaler for the nodes before admitting; ``provisioning`` is then set)
+    scale_by: str = "keda"
+    provisioning: t.Optional[Provisioning] = None
 
 
 @dataclass

@@ -27,7 +27,11 @@ import datetime
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import NodePool, TenantModel
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.node_pools import (
+    SCALE_BY_KEDA,
+    SCALE_BY_PROVISIONING_REQUEST,
+)
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda, provisioning
 
 COMPONENT_VALUE = "node-pools"
 POOL_LABEL = "gpuaas.io/node-pool"
@@ -41,6 +45,14 @@ PENDING_METRIC = "kueue_cluster_queue_resource_pending"  # cluster_queue, resour
 DELETE_MACHINE_ANNOTATIONS = {
     "MachineSet": "machine.openshift.io/delete-machine",
     "MachineDeployment": "cluster.x-k8s.io/delete-machine",
+}
+# The cluster autoscaler's node-group size annotations (clusterapi provider: (min, max) per target kind; on
+# OpenShift the MachineAutoscaler controller writes the machine.openshift.io ones).
+AUTOSCALER_SIZE_ANNOTATIONS = {
+    "MachineSet": ("machine.openshift.io/cluster-api-autoscaler-node-group-min-size",
+                   "machine.openshift.io/cluster-api-autoscaler-node-group-max-size"),
+    "MachineDeployment": ("cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size",
+                          "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"),
 }
 # Scale-from-zero capacity annotations the cluster-autoscaler reads on a MachineSet/MachineDeployment.
 GPU_COUNT_ANNOTATIONS = ("capacity.cluster-autoscaler.kubernetes.io/gpu-count",
@@ -116,15 +128,22 @@ def prometheus_auth(model: TenantModel, token: t.Optional[str], ca_data: t.Optio
 
 def desired_objects(model: TenantModel, labels: t.Mapping[str, str], prometheus_token: t.Optional[str] = None,
                     prometheus_ca: t.Optional[str] = None, keda_namespace: str = "keda") -> t.List[t.Dict[str, t.Any]]:
-    """Every object the inventory's ``gpuaas_node_pools`` ask for (empty without pools)."""
-    if not model.node_pools:
-        return []
-    objs = prometheus_auth(model, prometheus_token, prometheus_ca, keda_namespace, labels)
+    """Every object the inventory's ``gpuaas_node_pools`` ask for (empty without pools): a ScaledObject per KEDA
+    pool (with the pools' Prometheus credential), the ProvisioningRequestConfig and AdmissionCheck per flavor of
+    ``scale_by: provisioning_request`` pools (their ClusterQueues' checks come with the tenants' objects)."""
+    keda_pools = keda_scaled_pools(model)
+    objs = prometheus_auth(model, prometheus_token, prometheus_ca, keda_namespace, labels) if keda_pools else []
     authenticated = bool(objs)
-    for pool in model.node_pools:
+    for pool in keda_pools:
         objs.append(pool_scaled_object(pool, model.prometheus.url or "", labels,
                                        queues_using_flavor(model, pool.flavor, pool.gpu_resource), authenticated))
+    objs.extend(provisioning.desired_objects(model, labels))
     return objs
+
+
+def keda_scaled_pools(model: TenantModel) -> t.List[NodePool]:
+    """The pools KEDA sizes from Kueue's reserved quota (``scale_by: keda``)."""
+    return [pool for pool in model.node_pools if pool.scale_by == SCALE_BY_KEDA]
 
 
 # -- reading a pool's target (used by the modules; pure, on dicts) -----------------------------------------
@@ -148,6 +167,29 @@ def _capi_propagates(key: str) -> bool:
     return (domain == "node.cluster.x-k8s.io" or domain.endswith(".node.cluster.x-k8s.io")
             or domain in ("node-role.kubernetes.io", "node-restriction.kubernetes.io")
             or domain.endswith(".node-restriction.kubernetes.io"))
+
+
+def autoscaler_bounds_problems(pool: NodePool, target: t.Mapping[str, t.Any]) -> t.List[str]:
+    """What keeps the cluster autoscaler from sizing a ``scale_by: provisioning_request`` pool as the inventory says:
+    its node-group size annotations on the live target (written by a MachineAutoscaler on OpenShift, set on the
+    MachineDeployment with Cluster API) missing or not ``min_nodes``/``max_nodes``. Without them the autoscaler does
+    not treat the target as a node group and every ProvisioningRequest for the flavor waits forever."""
+    names = AUTOSCALER_SIZE_ANNOTATIONS.get(pool.target_kind)
+    if pool.scale_by != SCALE_BY_PROVISIONING_REQUEST or not names:
+        return []
+    annotations = ((target.get("metadata") or {}).get("annotations")) or {}
+    how = ("a MachineAutoscaler with minReplicas %d and maxReplicas %d" if pool.target_kind == "MachineSet"
+           else "the annotations min-size %d and max-size %d on it") % (pool.min_nodes, pool.max_nodes)
+    out = []
+    for name, key, want in ((names[0], "min_nodes", pool.min_nodes), (names[1], "max_nodes", pool.max_nodes)):
+        have = annotations.get(name)
+        if have is None:
+            out.append("the cluster autoscaler does not size %s %s/%s: annotation %s is missing (give it %s)"
+                       % (pool.target_kind, pool.target_namespace, pool.target_name, name, how))
+        elif str(have).strip() != str(want):
+            out.append("annotation %s of %s %s/%s is %s, but the pool's %s is %d (give it %s)"
+                       % (name, pool.target_kind, pool.target_namespace, pool.target_name, have, key, want, how))
+    return out
 
 
 def template_mismatch(pool: NodePool, target: t.Mapping[str, t.Any], flavor_labels: t.Mapping[str, str]) -> t.List[str]:

@@ -27,6 +27,7 @@ import typing as t
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import kueue
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import openshift_ai
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import provisioning
 # The admission policy lives in its own module; its public names stay importable from here.
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.admission import (  # pylint: disable=unused-import
     ADOPTION_WORKLOAD_KINDS,
@@ -171,13 +172,16 @@ def _preemption(tenant: Tenant) -> t.Optional[records.Preemption]:
                               pre.borrow_policy or None, pre.borrow_max_priority_threshold if pre.borrow_policy else None)
 
 
-def cluster_queue(tenant: Tenant, draining: bool = False) -> t.Dict[str, t.Any]:
-    """The tenant's ClusterQueue (named like the tenant); ``draining`` sets stopPolicy HoldAndDrain."""
+def cluster_queue(tenant: Tenant, draining: bool = False,
+                  admission_checks: t.Sequence[records.AdmissionCheck] = ()) -> t.Dict[str, t.Any]:
+    """The tenant's ClusterQueue (named like the tenant); ``draining`` sets stopPolicy HoldAndDrain;
+    ``admission_checks`` (``provisioning.cluster_queue_checks``) go to ``admissionChecksStrategy``."""
     obj = kueue.cluster_queue(records.ClusterQueueSpec(
         records.ObjectMeta(tenant.name, labels=labels_for(tenant.name)), resource_groups=resource_groups(tenant),
         cohort=tenant.cohort or None, namespace_selector={"matchLabels": {TENANT_LABEL: tenant.name}},
         queueing_strategy=tenant.queueing_strategy or None, preemption=_preemption(tenant),
-        fair_sharing_weight=tenant.fair_sharing_weight, stop_policy="HoldAndDrain" if draining else None))
+        fair_sharing_weight=tenant.fair_sharing_weight, stop_policy="HoldAndDrain" if draining else None,
+        admission_checks=list(admission_checks)))
     if not obj["spec"].get("resourceGroups"):
         obj["spec"].pop("resourceGroups", None)
     return obj
@@ -263,7 +267,7 @@ def tenant_objects(tenant: Tenant, model: TenantModel, platform: str = "kubernet
     """Desired objects of one present tenant."""
     allowed = allowed_priorities(tenant, model)
     objs: t.List[t.Dict[str, t.Any]] = [namespace(ns, tenant, platform, allowed) for ns in tenant.namespaces]
-    objs.append(cluster_queue(tenant))
+    objs.append(cluster_queue(tenant, admission_checks=provisioning.cluster_queue_checks(tenant, model)))
     admins = _subjects(tenant.access.admin_groups, tenant.access.admin_users)
     users = _subjects(tenant.access.user_groups, tenant.access.user_users)
     for ns in tenant.namespaces:

@@ -14,6 +14,7 @@ import typing as t
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import node_pools as builders
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs import (
     inventory_from_params,
     prometheus_credential,
@@ -63,7 +64,7 @@ class NodePoolsRunner(InventoryRun):
         # the credentials only serve the pools' triggers: without pools they are not read (a token file may be slow
         # to read, and the tenants module reads it again under its run lock)
         token = ca_data = None
-        if model.node_pools:
+        if builders.keda_scaled_pools(model):  # a ProvisioningRequest pool reads no metric
             credential = prometheus_credential(self.client, self.secret_sink)
             token, ca_data = credential.token(model.prometheus), credential.ca(model.prometheus)
         desired = step.build(token, ca_data)

@@ -23,11 +23,13 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership imp
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.results import ObjectRef, ObjectResult, PruneScope, ReconcileResult
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import keda
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import node_pools as builders
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import provisioning
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.entry import redact_secret_data
 
 Obj = t.Dict[str, t.Any]
 
-MANAGED_KINDS = (("v1", "Secret"), (keda.KEDA_V, "ClusterTriggerAuthentication"), (keda.KEDA_V, "ScaledObject"))
+MANAGED_KINDS = (("v1", "Secret"), (keda.KEDA_V, "ClusterTriggerAuthentication"), (keda.KEDA_V, "ScaledObject"),
+                 (provisioning.KUEUE_V, "ProvisioningRequestConfig"), (provisioning.KUEUE_V, "AdmissionCheck"))
 
 
 def node_pools_argument_spec(default: t.Optional[t.List[t.Any]]) -> t.Dict[str, t.Any]:
@@ -81,7 +83,7 @@ class NodePoolsStep:
 
     def check(self) -> None:
         """Everything that refuses the pools, before anything is written (reads only)."""
-        if self.model.node_pools and not self.model.prometheus.url:
+        if builders.keda_scaled_pools(self.model) and not self.model.prometheus.url:
             raise GpuaasError("gpuaas_node_pools need gpuaas_prometheus.url",
                               hint="the pools are driven by Kueue's quota metrics in Prometheus; set gpuaas_prometheus.url")
         if self.params.get("check_templates", True):
@@ -109,6 +111,7 @@ class NodePoolsStep:
                 problems.append("%s: the template of %s does not give its nodes the node labels of flavor %r: %s "
                                 "(Kueue would place the flavor's workloads on nodes this pool never creates)"
                                 % (path, what, pool.flavor, ", ".join(missing)))
+            problems.extend("%s.target: %s" % (path, text) for text in builders.autoscaler_bounds_problems(pool, live))
         if problems:
             raise GpuaasError("%d node pool%s cannot be scaled from Kueue's quota; nothing was changed."
                               % (len(problems), "" if len(problems) == 1 else "s"),

@@ -53,7 +53,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inputs i
     read_nodes,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.inventory_run import InventoryRun
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_step import NodePoolsStep, refuse_node_pools_with
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_step import NodePoolsStep
 from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.tenancy_scope import (
     TenantsScope,
     owned_by_tenants,
@@ -122,7 +122,6 @@ class TenancyRunner(InventoryRun, AdoptionReport):
 
     def model(self, nodes: t.Optional[t.List[Obj]]) -> TenantModel:
         """The inventory, parsed and validated once (every problem at once, before anything is read or written)."""
-        refuse_node_pools_with(self.params, "limit_tenants", "a limited run reconciles only the named tenants' objects")
         model = TenantModel.from_inventory(inventory_from_params(self.params, node_pools=self.params.get("node_pools")
                                                                  is not None), nodes)
         self.warnings.extend(model.warnings)
@@ -310,7 +309,10 @@ class TenancyRunner(InventoryRun, AdoptionReport):
         empty = limit is None and not declared
         platform = self.platform()
         self.check_hardware_profiles_served(model)
-        if p.get("node_pools") is not None:  # the pools' Prometheus URL and templates: read before any write
+        # A limited run (limit_tenants, e.g. onboarding) parses the pools too: the capacity check counts them and a
+        # tenant's ClusterQueue gets the ProvisioningRequest checks of its flavors, as in a full run; it does not
+        # touch the pool objects themselves (they are shared by every tenant: a full run reconciles them).
+        if p.get("node_pools") is not None and limit is None:  # the pools' URL and templates: read before any write
             self.pools = NodePoolsStep(self.client, p, model, self.keda_namespace(platform), self.warnings)
             self.pools.check()
         engine = ApplyEngine(self.client, check_mode=self.check_mode, concurrency=p.get("concurrency") or 8,

@@ -147,12 +147,15 @@ def test_check_mode_with_pools_writes_nothing_and_shows_the_pools_diff():
     assert "s3cret" not in str(secret) and "czNjcmV0" not in str(secret)  # redacted
 
 
-@pytest.mark.parametrize("option, value", [("limit_tenants", ["nlp"])])
-def test_node_pools_with_a_limited_run_is_refused_before_any_write(option, value):
+def test_a_limited_run_counts_the_pools_but_touches_no_pool_object():
+    # onboarding (limit_tenants): the pools are parsed - the pool-fed quota passes the capacity check, as in a full
+    # run - but the pools' objects are shared by every tenant and only a full run reconciles them
     client = pool_cluster()
-    with pytest.raises(GpuaasError, match="node_pools cannot be combined with %s" % option):
-        run(client, dict(pool_params(), **{option: value}))
-    assert client.writes == []
+    out = run(client, dict(pool_params(), limit_tenants=["nlp"]))
+    assert out["capacity"]["h100-elastic"] == {"nvidia.com/gpu": "32"}
+    assert POOL_SO not in client.objects and POOL_SECRET not in client.objects and POOL_CTA not in client.objects
+    assert not any(key in (POOL_SO, POOL_SECRET, POOL_CTA) for _verb, key in client.writes)
+    assert "node_pools" not in out
 
 
 def test_node_pools_with_a_fleet_is_refused_before_any_cluster_is_reached():
