@@ -82,9 +82,9 @@ def test_tenants_role_covers_every_kind_the_tenants_module_manages():
 
 
 def test_tenants_role_covers_the_kueue_kinds_the_node_pools_run_manages():
-    """The tenants role runs the node_pools module first; it lists (and with ProvisioningRequest pools writes) the
-    flavors' AdmissionChecks and ProvisioningRequestConfigs on every run."""
-    from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_runner import (
+    """The tenants role's run has the node pools step; it lists (and with ProvisioningRequest pools writes) the
+    flavors' AdmissionChecks and ProvisioningRequestConfigs on every full run."""
+    from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.node_pools_step import (
         MANAGED_KINDS as POOL_KINDS)
     tenants = cluster_roles()["gpuaas-automation-tenants"]
     kueue = [(av, kind) for av, kind in POOL_KINDS if av.startswith("kueue.x-k8s.io/")]

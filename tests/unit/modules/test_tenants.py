@@ -27,8 +27,8 @@ ADMISSION = "admissionregistration.k8s.io/v1"
 KEDA = "keda.sh/v1alpha1"
 # the kinds a tenants run reads and writes (Nodes for the capacity check, a Lease for its lock)
 SERVED = [("v1", "Namespace"), ("v1", "Node"), ("v1", "Secret"), ("coordination.k8s.io/v1", "Lease"),
-          (KV, "ResourceFlavor"), (KV, "Cohort"), (KV, "WorkloadPriorityClass"), (KV, "ClusterQueue"),
-          (KV, "LocalQueue"), (RBAC, "ClusterRole"), (RBAC, "ClusterRoleBinding"), (RBAC, "RoleBinding"),
+          (KV, "ResourceFlavor"), (KV, "Cohort"), (KV, "WorkloadPriorityClass"), (KV, "ClusterQueue"), (KV, "AdmissionCheck"),
+          (KV, "LocalQueue"), (KV, "ProvisioningRequestConfig"), (RBAC, "ClusterRole"), (RBAC, "ClusterRoleBinding"), (RBAC, "RoleBinding"),
           (ADMISSION, "ValidatingAdmissionPolicy"), (ADMISSION, "ValidatingAdmissionPolicyBinding"),
           (KEDA, "ScaledObject"), (KEDA, "ClusterTriggerAuthentication")]
 
