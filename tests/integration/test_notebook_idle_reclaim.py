@@ -20,14 +20,20 @@ One scenario, in order (the tests share it):
   3. alice sets gpuaas.io/wake -> the run removes the stop annotation, the StatefulSet is back at 1 and Kueue
      admits it again by reclaiming nb-b's Job (InCohortReclamation)
   4. as alice: she cannot stop or wake nb-b's Notebook (RBAC)
+  5. as the least-privilege account roles/automation_rbac makes for the schedule: the stop patch the module builds
+     passes the fence, a spec, label or other annotation change is refused, and so is removing the stop annotation
+     of a workbench its user stopped
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 import pytest
@@ -274,3 +280,68 @@ def test_a_tenant_user_cannot_stop_or_wake_another_tenants_workbench(scenario, l
         assert out.returncode != 0 and "forbidden" in out.stderr.lower(), (args, out.stdout, out.stderr)
     after = get(kube, NOTEBOOK, "Notebook", THEIRS, NS_B)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+RECLAIM_SA, RECLAIM_SA_NS = "nb-reclaim-" + S, "nb-sa-" + S
+RBAC_PLAYBOOK = os.path.join(REPO, "playbooks", "automation_rbac.yml")
+FENCE = "gpuaas-automation-notebook-reclaim-fence"
+
+
+def as_token(lab, token: str, method: str, path: str, body: dict | None = None,
+             content_type: str = "application/apply-patch+yaml") -> tuple[int, str]:
+    """One request as ``token`` (status, body): exactly the verb the account holds, no GET first."""
+    request = urllib.request.Request(lab.apiserver + path, data=json.dumps(body).encode() if body else None,
+                                     method=method, headers={"Authorization": "Bearer " + token,
+                                                             "Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=lab.ca), timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_the_reclaim_account_may_change_only_the_stop_annotation_and_its_record(scenario, lab, kube, run_playbook):
+    """As the least-privilege account roles/automation_rbac makes for the AWX schedule: the stop and start patches
+    the module builds pass the fence, anything else on a Notebook is refused, and it cannot start a workbench its
+    user stopped."""
+    from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import notebook_reclaim  # the built collection
+
+    setup = run_playbook(RBAC_PLAYBOOK, extra_vars=dict(INVENTORY, gpuaas_automation_rbac_accounts=[
+        {"name": RECLAIM_SA, "namespace": RECLAIM_SA_NS, "playbooks": ["ray_idle_reclaim"]}]))
+    try:
+        assert setup.rc == 0, setup.explain()
+        out = kubectl(lab, "-n", RECLAIM_SA_NS, "create", "token", RECLAIM_SA, "--duration=1h")
+        assert out.returncode == 0, out.stderr
+        token = out.stdout.strip()
+        live = get(kube, NOTEBOOK, "Notebook", ALICE, NS_A)
+        path = "/apis/kubeflow.org/v1/namespaces/%s/notebooks/%s" % (NS_A, ALICE)
+        apply = path + "?fieldManager=gpuaas.platform&force=true&dryRun=All"
+        stop = notebook_reclaim.stop_patch(live, time.time())
+        status, body = as_token(lab, token, "PATCH", apply, stop)
+        assert status == 200 and STOP in json.loads(body)["metadata"]["annotations"], body
+        spec = json.loads(json.dumps(stop))
+        spec["spec"] = json.loads(json.dumps(live["spec"]))
+        spec["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.invalid/evil:1"
+        label = json.loads(json.dumps(stop))
+        label["metadata"]["labels"] = {QUEUE_LABEL: "other"}
+        wake = json.loads(json.dumps(stop))
+        wake["metadata"]["annotations"][WAKE] = "by-the-account"
+        for name, attempt, message in (("image", spec, "may not change a Notebook's spec"),
+                                       ("queue label", label, "may not change a Notebook's labels"),
+                                       ("wake annotation", wake, "only the annotations kubeflow-resource-stopped")):
+            status, body = as_token(lab, token, "PATCH", apply, attempt)
+            assert status in (403, 422) and FENCE in body and message in body, (name, status, body)
+        # nb-b's workbench, stopped by its user: removing her stop annotation is refused (merge patch, as kubectl)
+        theirs = "/apis/kubeflow.org/v1/namespaces/%s/notebooks/%s?dryRun=All" % (NS_B, THEIRS)
+        status, body = as_token(lab, token, "PATCH", theirs, {"metadata": {"annotations": {STOP: None}}},
+                                "application/merge-patch+json")
+        assert status in (403, 422) and "may start only a Notebook it stopped" in body, (status, body)
+        # RBAC: no delete, nothing outside the opted-in namespaces
+        assert as_token(lab, token, "DELETE", path + "?dryRun=All")[0] == 403
+        assert as_token(lab, token, "GET", "/apis/kubeflow.org/v1/namespaces/default/notebooks")[0] == 403
+        assert get(kube, NOTEBOOK, "Notebook", ALICE, NS_A)["metadata"]["annotations"] == live["metadata"]["annotations"]
+    finally:
+        for kinds in ("clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings",
+                      "rolebindings"):
+            kubectl(lab, "delete", kinds, "-A", "-l", "app.kubernetes.io/component=automation-rbac", "--wait=false")
+        kubectl(lab, "delete", "namespace", RECLAIM_SA_NS, "--ignore-not-found", "--wait=false")
