@@ -230,7 +230,7 @@ def test_the_workbench_runs_through_kueue_and_its_controller_reverts_a_keda_styl
 
 def test_an_idle_workbench_is_stopped_and_its_gpu_is_borrowed(scenario, lab, kube, run_playbook):
     first = reclaim(run_playbook, lab)
-    for _ in range(2):  # the pod came back in the previous test: it must run (and be scraped) for a whole window
+    for _attempt in range(2):  # the pod came back in the previous test: it must run (and be scraped) for a whole window
         if first[ALICE]["action"] == "reclaim":
             break
         assert "less than the idle window" in first[ALICE]["reason"] or "no GPU utilization" in first[ALICE]["reason"], first

@@ -74,9 +74,10 @@ def entry_namespace(entry: t.Mapping[str, t.Any], namespaces: t.Sequence[str]) -
 
 def ray_reclaim_namespaces(tenants: t.Sequence[t.Any]) -> t.List[str]:
     """The namespaces of the RayClusters and Notebooks that present tenants opted in to idle reclaim (an autoscaling
-    entry whose target kind is RayCluster or Notebook, ``IDLE_RECLAIM_KINDS``), sorted and unique. Read from the raw ``gpuaas_tenants`` by the roles that bind the
-    reclaim account there and render its AAP job (filter ``gpuaas.platform.ray_reclaim_namespaces``); entries the
-    inventory validation would refuse are left out, never guessed."""
+    entry whose target kind is RayCluster or Notebook, ``IDLE_RECLAIM_KINDS``), sorted and unique. Read from the raw
+    ``gpuaas_tenants`` by the roles that bind the reclaim account there and render its AAP job (filter
+    ``gpuaas.platform.ray_reclaim_namespaces``); entries the inventory validation would refuse are left out, never
+    guessed."""
     found = set()
     for tenant in tenants if isinstance(tenants, (list, tuple)) else []:
         if not isinstance(tenant, t.Mapping) or tenant.get("state", "present") == "absent":
