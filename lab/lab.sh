@@ -306,6 +306,8 @@ load_crds() {
   [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = openshift ] && dirs+=("$c/openshift")
   # OpenShift AI's HardwareProfile, written from the upstream schema (no Go module serves it; issue 23)
   [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = openshift ] && dirs+=("$LAB_SRC/crds/openshift-ai")
+  # the Kubeflow Notebook, written from the upstream schema (no Go module serves it; issue 23), on both flavours
+  dirs+=("$LAB_SRC/crds/kubeflow")
   # Cluster API machine CRDs (MachineDeployment, MachineSet, Machine) on the Kubernetes flavour
   [ "${LAB_FLAVOR:-$LAB_FLAVOR_DEFAULT}" = kubernetes ] && [ -d "$c/capi" ] && dirs+=("$c/capi")
   local d; for d in "${dirs[@]}"; do kubectl apply --server-side --force-conflicts -f "$d" >/dev/null; done
@@ -371,6 +373,13 @@ start_gpu_operator_simulator() {
     --kubeconfig "$LAB_DIR/lab-tools.kubeconfig" --interval 2
 }
 
+start_notebook_controller_simulator() {
+  # SIMULATOR (lab/simulators/notebook_controller_simulator.py): only the notebook controller's StatefulSet part
+  # (Notebook -> StatefulSet, replicas 1 or 0 under kubeflow-resource-stopped, copied back on every reconcile).
+  start_proc notebook-controller-simulator "$PY" "$LAB_SRC/simulators/notebook_controller_simulator.py" \
+    --kubeconfig "$LAB_DIR/lab-tools.kubeconfig" --interval 1
+}
+
 write_env() {
   cat >"$LAB_DIR/env" <<EOF
 # source this file to use the lab
@@ -434,6 +443,7 @@ cmd_up() {
   start_prometheus
   start_dcgm_simulator
   start_gpu_operator_simulator
+  start_notebook_controller_simulator
   write_env
   echo "$(components)" >"$LAB_DIR/components"
   local c; for c in $(components); do component_script "$c" up || die "component $c failed to start (logs: $LAB_DIR/logs/)"; done

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: ray_reclaim_namespaces
-short_description: Namespaces whose RayClusters tenants opted in to idle reclaim
+short_description: Namespaces whose RayClusters or Notebooks tenants opted in to idle reclaim
 version_added: 0.1.0
 description:
-  - Reads the inventory's C(gpuaas_tenants) and returns the namespaces of the RayClusters that present tenants opted
-    in to idle reclaim (an C(autoscaling) entry whose C(target.kind) is C(RayCluster)), sorted and unique.
+  - Reads the inventory's C(gpuaas_tenants) and returns the namespaces of the RayClusters and Notebooks that present tenants opted
+    in to idle reclaim (an C(autoscaling) entry whose C(target.kind) is C(RayCluster) or C(Notebook)), sorted and unique.
   - An entry's namespace is its own C(namespace), else the tenant's only namespace; an entry naming a namespace that
     is not one of the tenant's is left out (the inventory validation refuses it).
   - The roles C(automation_rbac) (RoleBindings of the reclaim account) and C(aap_config) (the C(ray_idle_reclaim) job
@@ -31,7 +31,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: The namespaces, sorted, each once; empty when no present tenant opts a RayCluster in.
+  description: The namespaces, sorted, each once; empty when no present tenant opts a RayCluster or Notebook in.
   type: list
   elements: str
 """

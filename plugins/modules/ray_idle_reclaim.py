@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: ray_idle_reclaim
-short_description: Bring the GPU workers of idle RayClusters to zero and back on the tenant's wake signal
+short_description: Give back the GPUs of idle RayClusters and Notebooks, and bring them back on the tenant's wake signal
 version_added: "0.2.0"
 description:
   - "For every RayCluster a tenant opts in (a C(gpuaas_tenants[].autoscaling) entry with C(target.kind: RayCluster)):
@@ -23,18 +23,29 @@ description:
     Workload then shrinks in place at zero workers (the GPU quota is freed, the head keeps its CPU quota) and a
     wake creates a new Workload slice that Kueue admits like any workload, by reclaiming from borrowers if the
     tenant's C(reclaim_within_cohort) allows it. See docs/autoscaling.md (RayCluster)."
-  - "Every entry is checked against its live cluster before the first write, every problem reported at once: an
-    idle window shorter than C(scrape_interval), a cluster without a GPU worker group, a group name the cluster does
-    not have or that asks for no GPU, a cluster without the elastic-job annotation."
+  - "Kubeflow / OpenShift AI Notebooks (workbenches) too, despite the module's name: an entry with
+    C(target.kind: Notebook) (C(kubeflow.org/v1)). When the workbench's pod (label C(notebook-name)) has run for the
+    whole idle window with none of its GPUs above C(utilization_threshold), the run sets the notebook controller's stop
+    annotation C(kubeflow-resource-stopped) to the time (what the Kubeflow culler and the OpenShift AI dashboard's Stop
+    do; the controller then sets its StatefulSet to 0 and Kueue frees its quota) and records the same time in
+    C(gpuaas.io/idle-reclaim). On a new C(gpuaas.io/wake) value it removes the stop annotation (the controller starts
+    the workbench, Kueue admits it again). A workbench whose stop annotation the collection did not set (its user
+    stopped it) is never started by the run. KEDA cannot do this: the controller writes the StatefulSet's replicas back
+    on every reconcile. See docs/autoscaling.md (Notebooks)."
+  - "Every entry is checked against its live object before the first write, every problem of every kind reported at
+    once: an idle window shorter than C(scrape_interval), a cluster without a GPU worker group, a group name the
+    cluster does not have or that asks for no GPU, a cluster without the elastic-job annotation, a Notebook whose pod
+    asks for no GPU."
   - Writes with server-side apply (field manager C(gpuaas.platform)) only C(spec.workerGroupSpecs) (an atomic list in
-    KubeRay's CRD, so applied whole with only the replicas changed) and the one annotation; no ownership labels.
+    KubeRay's CRD, so applied whole with only the replicas changed) and the one annotation of a RayCluster, and the two
+    annotations of a Notebook (the stop annotation is removed by leaving it out of the apply); no ownership labels.
   - Run it on a schedule, e.g. every minute as an AWX job template (C(playbooks/ray_idle_reclaim.yml), docs/awx.md);
     with O(watch_seconds) the run keeps watching for most of the period, so a wake does not wait for the next run.
 author:
   - gpuaas.platform contributors (@gpuaas)
 options:
   tenants:
-    description: The tenants (inventory C(gpuaas_tenants)); only their RayCluster autoscaling entries are read.
+    description: The tenants (inventory C(gpuaas_tenants)); only their RayCluster and Notebook autoscaling entries are read.
   flavors:
     description: Kueue ResourceFlavors (inventory C(gpuaas_flavors)), to validate the tenants.
   cohorts:
@@ -42,7 +53,7 @@ options:
   priorities:
     description: WorkloadPriorityClasses (inventory C(gpuaas_priorities)), to validate the tenants.
   limit_tenants:
-    description: Only these tenants' RayClusters; all tenants when omitted.
+    description: Only these tenants' RayClusters and Notebooks; all tenants when omitted.
     type: list
     elements: str
   scrape_interval:
@@ -68,10 +79,11 @@ attributes:
     description: Decides with the live metrics and sends the writes as server-side dry runs; nothing is written.
     support: full
   diff_mode:
-    description: The applied fields (worker groups, reclaim annotation) before and after, per changed cluster.
+    description: The applied fields (worker groups, stop and reclaim annotations) before and after, per changed object.
     support: full
 notes:
-  - Needs to get RayClusters and list pods in the tenants' namespaces, and patch RayClusters there.
+  - Needs to get RayClusters and Notebooks and list pods in the tenants' namespaces, and patch RayClusters and
+    Notebooks there (roles/automation_rbac, playbook C(ray_idle_reclaim)).
   - The wake annotation and the reclaim annotation are on the tenant's own object; what a tenant can do with them is
     what it can do with its RayCluster anyway (set replicas up to C(maxReplicas)), always under Kueue's quota.
 seealso:
@@ -110,21 +122,26 @@ EXAMPLES = r"""
 #         worker_groups: [gpu]                # default: every group whose pods ask for GPUs
 #         idle_scale_to_zero: {after_minutes: 30, utilization_threshold: 1}
 #         cooldown_period: 600
+#       - name: alice-workbench                # a Notebook: stopped when idle (kubeflow-resource-stopped)
+#         target: {kind: Notebook, name: alice}
+#         idle_scale_to_zero: {after_minutes: 60}
 # the tenant wakes it: kubectl annotate raycluster tune gpuaas.io/wake="$(date +%s)" --overwrite
+#                      kubectl annotate notebook alice gpuaas.io/wake="$(date +%s)" --overwrite
 """
 
 RETURN = r"""
 changed:
-  description: Whether a cluster was reclaimed or woken (or would be, in check mode).
+  description: Whether a cluster or notebook was reclaimed or woken (or would be, in check mode).
   returned: always
   type: bool
 clusters:
-  description: Per opted-in RayCluster the action (reclaim, wake, keep), why, the groups and their replicas recorded
-    (reclaim) or restored (wake).
+  description: Per opted-in RayCluster or Notebook (C(kind)) the action (reclaim, wake, keep), why, and for a
+    RayCluster the groups and their replicas recorded (reclaim) or restored (wake); a Notebook's reclaim is its stop,
+    its wake its start (no groups).
   returned: always
   type: list
   elements: dict
-  sample: [{"tenant": "nlp", "namespace": "nlp-dev", "name": "tune", "groups": ["gpu"], "action": "reclaim",
+  sample: [{"tenant": "nlp", "kind": "RayCluster", "namespace": "nlp-dev", "name": "tune", "groups": ["gpu"], "action": "reclaim",
             "reason": "every GPU worker (2) at or below 1% for 1800s", "replicas": {"gpu": 2}, "changed": true}]
 changes:
   description: Every reclaim or wake the run wrote (or would write, in check mode), in order, each a row of
@@ -139,12 +156,12 @@ passes:
   type: int
   sample: 9
 warnings:
-  description: Entries skipped (their RayCluster does not exist), and why a watch ended early.
+  description: Entries skipped (their RayCluster or Notebook does not exist), and why a watch ended early.
   returned: always
   type: list
   elements: str
 diff:
-  description: With C(--diff), the applied fields of each changed cluster before and after.
+  description: With C(--diff), the applied fields of each changed cluster or notebook before and after.
   returned: when diff mode is on
   type: list
   elements: dict

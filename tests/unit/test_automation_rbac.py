@@ -144,12 +144,14 @@ def test_node_pool_scaledown_role_cordons_and_reads_but_deletes_and_creates_noth
     assert granted == {("", "nodes"), ("", "pods")}, granted
 
 
-def test_ray_idle_reclaim_role_reads_and_patches_rayclusters_and_lists_pods_only():
-    """What plugins/module_utils/reconcile/ray_reclaim_runner.py calls: GET a RayCluster, LIST its worker pods, PATCH
-    (server-side apply) the RayCluster. Bound per namespace by the role task; the fence (lab test:
-    test_ray_idle_reclaim.py) narrows the patch to the worker groups' replicas and the reclaim record."""
+def test_ray_idle_reclaim_role_reads_and_patches_rayclusters_and_notebooks_and_lists_pods_only():
+    """What plugins/module_utils/reconcile/ray_reclaim_runner.py calls: GET a RayCluster or Notebook, LIST its GPU
+    pods, PATCH (server-side apply) it. Bound per namespace by the role task; the fences (lab tests:
+    test_ray_idle_reclaim.py, test_notebook_idle_reclaim.py) narrow the patch to the worker groups' replicas, a
+    Notebook's stop annotation and the reclaim record."""
     role = cluster_roles()["gpuaas-automation-ray-idle-reclaim"]
     assert verbs_for(role, "ray.io", "rayclusters") == {"get", "patch"}
+    assert verbs_for(role, "kubeflow.org", "notebooks") == {"get", "patch"}
     assert verbs_for(role, "", "pods") == {"list"}
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert granted == {("ray.io", "rayclusters"), ("", "pods")}, granted
+    assert granted == {("ray.io", "rayclusters"), ("kubeflow.org", "notebooks"), ("", "pods")}, granted

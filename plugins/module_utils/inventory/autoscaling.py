@@ -6,6 +6,8 @@
 
 An entry whose target is a RayCluster is not a ScaledObject (a RayCluster has no /scale): it opts the cluster in to
 idle reclaim of its GPU worker groups by ``gpuaas.platform.ray_idle_reclaim`` (docs/autoscaling.md, RayCluster).
+Neither is one whose target is a Kubeflow / OpenShift AI Notebook: its controller owns its StatefulSet's replicas, so
+the same module stops it with the annotation ``kubeflow-resource-stopped`` (docs/autoscaling.md, Notebooks).
 
 ``parse_autoscaling`` reads one entry outside a tenant, for the ``scaled_object`` module.
 """
@@ -35,6 +37,12 @@ INFERENCE_SERVICE_SUFFIX = "-predictor"
 # cluster has no /scale), and its apiVersion.
 RAY_CLUSTER_KIND = "RayCluster"
 RAY_API_VERSION = "ray.io/v1"
+# The Kubeflow / OpenShift AI workbench, stopped by gpuaas.platform.ray_idle_reclaim through the notebook controller's
+# stop annotation: the controller writes its StatefulSet's replicas back on every reconcile, so KEDA cannot scale it.
+NOTEBOOK_KIND = "Notebook"
+NOTEBOOK_API_VERSION = "kubeflow.org/v1"
+# Kinds an autoscaling entry opts in to idle reclaim (no ScaledObject), with their default apiVersion.
+IDLE_RECLAIM_KINDS = {RAY_CLUSTER_KIND: RAY_API_VERSION, NOTEBOOK_KIND: NOTEBOOK_API_VERSION}
 # Kinds without /scale that users try to autoscale, and what to do instead (docs/autoscaling.md).
 NOT_SCALABLE_KINDS = {
     "RayJob": "has no /scale subresource; its RayCluster scales with Ray's in-tree autoscaler, see docs/autoscaling.md",
@@ -65,10 +73,11 @@ def entry_namespace(entry: t.Mapping[str, t.Any], namespaces: t.Sequence[str]) -
 
 
 def ray_reclaim_namespaces(tenants: t.Sequence[t.Any]) -> t.List[str]:
-    """The namespaces of the RayClusters that present tenants opted in to idle reclaim (an autoscaling entry whose
-    target kind is RayCluster), sorted and unique. Read from the raw ``gpuaas_tenants`` by the roles that bind the
-    reclaim account there and render its AAP job (filter ``gpuaas.platform.ray_reclaim_namespaces``); entries the
-    inventory validation would refuse are left out, never guessed."""
+    """The namespaces of the RayClusters and Notebooks that present tenants opted in to idle reclaim (an autoscaling
+    entry whose target kind is RayCluster or Notebook, ``IDLE_RECLAIM_KINDS``), sorted and unique. Read from the raw
+    ``gpuaas_tenants`` by the roles that bind the reclaim account there and render its AAP job (filter
+    ``gpuaas.platform.ray_reclaim_namespaces``); entries the inventory validation would refuse are left out, never
+    guessed."""
     found = set()
     for tenant in tenants if isinstance(tenants, (list, tuple)) else []:
         if not isinstance(tenant, t.Mapping) or tenant.get("state", "present") == "absent":
@@ -76,7 +85,7 @@ def ray_reclaim_namespaces(tenants: t.Sequence[t.Any]) -> t.List[str]:
         namespaces = [n for n in tenant.get("namespaces") or [] if isinstance(n, str)]
         for entry in tenant.get("autoscaling") or []:
             target = entry.get("target") if isinstance(entry, t.Mapping) else None
-            if not isinstance(target, t.Mapping) or target.get("kind") != RAY_CLUSTER_KIND:
+            if not isinstance(target, t.Mapping) or target.get("kind") not in IDLE_RECLAIM_KINDS:
                 continue
             namespace = entry_namespace(entry, namespaces)
             if namespace in namespaces:
@@ -87,7 +96,7 @@ def ray_reclaim_namespaces(tenants: t.Sequence[t.Any]) -> t.List[str]:
 def parse_autoscaling_list(check: Validator, path: str, value: t.Any, namespaces: t.List[str],
                            prometheus_url: t.Optional[str], ray: bool = True) -> t.List[Autoscaling]:
     """A tenant's autoscaling entries, each in one of its ``namespaces``; idle and load read ``prometheus_url``.
-    ``ray``: RayCluster targets are accepted (idle reclaim, ``ray_cluster`` entries); False where only a
+    ``ray``: RayCluster and Notebook targets are accepted (idle reclaim, ``IDLE_RECLAIM_KINDS``); False where only a
     ScaledObject can come out (the ``scaled_object`` module)."""
     out: t.List[Autoscaling] = []
     seen: t.Dict[t.Tuple[str, str], int] = {}
@@ -98,11 +107,16 @@ def parse_autoscaling_list(check: Validator, path: str, value: t.Any, namespaces
             check.unknown_ref(apath + ".namespace", str(namespace), namespaces, "tenant namespace")
             namespace = None
         auto = _scaled_object(check, apath, data, name, namespace)
-        if auto.target_kind == RAY_CLUSTER_KIND:
-            if not ray:
+        if auto.target_kind in IDLE_RECLAIM_KINDS:
+            if not ray and auto.target_kind == RAY_CLUSTER_KIND:
                 check.err(apath + ".target.kind", "a RayCluster has no /scale, so no ScaledObject can target it: list "
                                                   "it in a tenant's autoscaling, reclaimed by gpuaas.platform.ray_idle_reclaim "
                                                   "(docs/autoscaling.md, RayCluster)")
+            elif not ray:
+                check.err(apath + ".target.kind", "a Notebook has no /scale and its controller owns its StatefulSet's "
+                                                  "replicas, so no ScaledObject can idle it: list it in a tenant's "
+                                                  "autoscaling, stopped by gpuaas.platform.ray_idle_reclaim with the "
+                                                  "annotation kubeflow-resource-stopped (docs/autoscaling.md, Notebooks)")
             else:
                 _ray_cluster_settings(check, apath, data, auto, prometheus_url)
             if name and namespace:
@@ -149,8 +163,8 @@ def _scaled_object(check: Validator, apath: str, data: t.Mapping[str, t.Any], na
     target_name = check.name(apath + ".target.name", target.get("name"))
     source_kind = None
     api_version = target.get("api_version")
-    if kind == RAY_CLUSTER_KIND:
-        api_version = api_version or RAY_API_VERSION
+    if kind in IDLE_RECLAIM_KINDS:
+        api_version = api_version or IDLE_RECLAIM_KINDS[kind]
     elif kind in NOT_SCALABLE_KINDS:
         check.err(apath + ".target.kind", "KEDA cannot scale a %s: it %s" % (kind, NOT_SCALABLE_KINDS[kind]))
     elif kind == "InferenceService":
@@ -231,16 +245,20 @@ def _idle_settings(check: Validator, apath: str, idle: t.Mapping[str, t.Any], au
 
 def _ray_cluster_settings(check: Validator, apath: str, data: t.Mapping[str, t.Any], auto: Autoscaling,
                           prometheus_url: t.Optional[str]) -> None:
-    """A RayCluster opted in to idle reclaim: the worker groups (default: every GPU group, read from the live
-    cluster), the idle window and threshold, the cooldown after a wake. What only the live cluster can say (does a
-    named group exist, does it ask for GPUs, is the cluster elastic) is checked by ``ray_idle_reclaim`` before it
-    writes (manifests/ray_reclaim.py)."""
+    """A RayCluster or Notebook opted in to idle reclaim: the worker groups (RayCluster only; default: every GPU
+    group, read from the live cluster), the idle window and threshold, the cooldown after a wake. What only the live
+    object can say (does a named group exist, does it ask for GPUs, is the cluster elastic) is checked by
+    ``ray_idle_reclaim`` before it writes (manifests/ray_reclaim.py, manifests/notebook_reclaim.py)."""
+    kind = auto.target_kind
+    what = ("its GPU worker groups go to 0 when idle and back to their replicas on wake" if kind == RAY_CLUSTER_KIND
+            else "it is stopped when idle with the annotation kubeflow-resource-stopped and started again on wake")
     for key in KEDA_ONLY_KEYS:
         if data.get(key) is not None:
-            check.err("%s.%s" % (apath, key), "is a KEDA setting: a RayCluster is not scaled by KEDA (its GPU worker "
-                                              "groups go to 0 when idle and back to their replicas on wake)")
+            check.err("%s.%s" % (apath, key), "is a KEDA setting: a %s is not scaled by KEDA (%s)" % (kind, what))
     groups = data.get("worker_groups")
-    if groups is not None:
+    if groups is not None and kind != RAY_CLUSTER_KIND:
+        check.err(apath + ".worker_groups", "is for a RayCluster target only (target.kind: RayCluster)")
+    elif groups is not None:
         raw = check.sequence(apath + ".worker_groups", groups)
         names = [g for g in raw if isinstance(g, str) and g]
         if len(names) != len(raw) or not raw:
@@ -251,14 +269,14 @@ def _ray_cluster_settings(check: Validator, apath: str, data: t.Mapping[str, t.A
         auto.worker_groups = list(dict.fromkeys(names))
     idle = check.mapping(apath + ".idle_scale_to_zero", data.get("idle_scale_to_zero"), IDLE_KEYS)
     if data.get("idle_scale_to_zero") is None or idle is None:
-        check.err(apath + ".idle_scale_to_zero", "is required for a RayCluster target (the idle window: after_minutes "
-                                                 "or after_seconds)")
+        check.err(apath + ".idle_scale_to_zero", "is required for a %s target (the idle window: after_minutes "
+                                                 "or after_seconds)" % kind)
         return
     for key in KEDA_ONLY_IDLE_KEYS:
         if idle.get(key) is not None:
             check.err("%s.idle_scale_to_zero.%s" % (apath, key),
-                      "does not apply to a RayCluster: its GPU worker pods are known from the cluster, and it wakes "
-                      "when the tenant sets the annotation gpuaas.io/wake on it")
+                      "does not apply to a %s: its GPU pods are known from the object, and it wakes "
+                      "when the tenant sets the annotation gpuaas.io/wake on it" % kind)
     _idle_settings(check, apath, {k: v for k, v in idle.items() if k not in KEDA_ONLY_IDLE_KEYS}, auto, ray=True)
     if not prometheus_url:
         check.err(apath + ".idle_scale_to_zero", "reads GPU utilization from Prometheus: set gpuaas_prometheus.url in "

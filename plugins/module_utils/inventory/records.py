@@ -119,7 +119,8 @@ class Tenant:
     preemption: Preemption = field(default_factory=Preemption)
     access: Access = field(default_factory=Access)
     autoscaling: t.List[Autoscaling] = field(default_factory=list)  # KEDA ScaledObjects
-    # RayClusters opted in to idle reclaim (autoscaling entries with target.kind RayCluster; ray_idle_reclaim)
+    # RayClusters and Notebooks opted in to idle reclaim (autoscaling entries with target.kind RayCluster or Notebook,
+    # inventory/autoscaling.IDLE_RECLAIM_KINDS; module ray_idle_reclaim)
     ray_reclaim: t.List[Autoscaling] = field(default_factory=list)
     queues: t.List[ExtraQueue] = field(default_factory=list)
     queueing_strategy: t.Optional[str] = None

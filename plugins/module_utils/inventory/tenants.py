@@ -10,7 +10,7 @@ from __future__ import annotations
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.autoscaling import (
-    RAY_CLUSTER_KIND,
+    IDLE_RECLAIM_KINDS,
     parse_autoscaling_list,
 )
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.kueue_values import QUEUEING_STRATEGIES
@@ -85,8 +85,8 @@ def parse_tenants(check: Validator, value: t.Any, flavors: t.Set[str], cohorts: 
                                                 "a queue's namespaces" % ns)
         autoscaling = parse_autoscaling_list(check, path + ".autoscaling", data.get("autoscaling"), namespaces,
                                              prometheus_url)
-        tenant.autoscaling = [a for a in autoscaling if a.target_kind != RAY_CLUSTER_KIND]
-        tenant.ray_reclaim = [a for a in autoscaling if a.target_kind == RAY_CLUSTER_KIND]
+        tenant.autoscaling = [a for a in autoscaling if a.target_kind not in IDLE_RECLAIM_KINDS]
+        tenant.ray_reclaim = [a for a in autoscaling if a.target_kind in IDLE_RECLAIM_KINDS]
         if name:
             out.append(tenant)
     return out

@@ -514,20 +514,35 @@ class ApplyEngine:
                 raise_many(errors, "delete", result)
 
     # -- fields of objects the collection does not own ----------------------------------------------------
-    def apply_fields(self, partial: t.Mapping[str, t.Any], live: t.Mapping[str, t.Any]) -> ObjectResult:
+    def apply_fields(self, partial: t.Mapping[str, t.Any], live: t.Mapping[str, t.Any],
+                     absent: t.Sequence[t.Sequence[str]] = ()) -> ObjectResult:
         """Server-side apply some fields of a live object that someone else owns (a tenant's RayCluster scaled by
         ray_idle_reclaim): no ownership labels are added (prune never sees it), nothing is applied when ``live``
-        already has those values (idempotent), a dry run in check mode; the diff shows the applied fields only."""
+        already has those values (idempotent), a dry run in check mode; the diff shows the applied fields only.
+
+        ``absent``: paths (e.g. ``("metadata", "annotations", "kubeflow-resource-stopped")``) this field manager
+        applied before and now leaves out of ``partial``, so that server-side apply removes them. Their presence in
+        ``live`` counts as a change; one still there after the apply is co-owned by another manager (apply removes
+        only fields no one else owns) and fails the call with a hint, instead of reporting a change that did not
+        happen."""
         body = strip_none(dict(partial))
         ref = ObjectRef.from_object(body)
         before = with_identity(project_like(live, body), live)
-        if is_subset(body, live, None):
+        present = [tuple(p) for p in absent if _path_value(live, p) is not _MISSING]
+        for path in present:
+            _set_path(before, path, _path_value(live, path))
+        if is_subset(body, live, None) and not present:
             return ObjectResult(ref, "unchanged", before, before, obj=dict(live))
         res = self.client.resource(body["apiVersion"], body["kind"])
         try:
             applied = res.apply(body, self.field_manager, force=self.force_conflicts, dry_run=self.check_mode)
         except ApiException as exc:
             raise translate_api_exception(exc, "dry-run apply" if self.check_mode else "apply", str(ref))
+        kept = [p for p in present if _path_value(applied, p) is not _MISSING]
+        if kept:
+            raise GpuaasError("%s: %s stayed after the apply: another field manager owns it too, so server-side apply "
+                              "by %s cannot remove it" % (ref, ", ".join(".".join(p) for p in kept), self.field_manager),
+                              hint="remove it by hand (kubectl annotate/patch), or have the other manager give it up")
         return ObjectResult(ref, "updated", before, with_identity(project_like(applied, body), applied), obj=applied)
 
     # -- waits (kube/waiter.py) -------------------------------------------------------------------------
@@ -560,3 +575,21 @@ class ApplyEngine:
         if self.check_mode:
             self.assume_deleted.update(r.key for r in refs)
         return result
+
+
+_MISSING = object()
+
+
+def _path_value(obj: t.Any, path: t.Sequence[str]) -> t.Any:
+    """The value at ``path`` in nested mappings, ``_MISSING`` when a step is absent."""
+    for step in path:
+        if not isinstance(obj, t.Mapping) or step not in obj:
+            return _MISSING
+        obj = obj[step]
+    return obj
+
+
+def _set_path(obj: t.Dict[str, t.Any], path: t.Sequence[str], value: t.Any) -> None:
+    for step in path[:-1]:
+        obj = obj.setdefault(step, {})
+    obj[path[-1]] = value

@@ -74,7 +74,8 @@ def _groups(cluster: Obj) -> t.List[t.Dict[str, t.Any]]:
     return list(((cluster.get("spec") or {}).get("workerGroupSpecs")) or [])
 
 
-def _asks_for_accelerators(template: Obj) -> bool:
+def asks_for_accelerators(template: Obj) -> bool:
+    """A pod template asks for an accelerator (nvidia.com/gpu, MIG slices, amd.com/gpu ...) in a container."""
     spec = (template or {}).get("spec") or {}
     for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
         res = c.get("resources") or {}
@@ -90,7 +91,7 @@ def _asks_for_accelerators(template: Obj) -> bool:
 
 def gpu_groups(cluster: Obj) -> t.List[str]:
     """The worker groups whose pods ask for an accelerator (nvidia.com/gpu, MIG slices, amd.com/gpu …)."""
-    return [g.get("groupName") for g in _groups(cluster) if _asks_for_accelerators(g.get("template") or {})]
+    return [g.get("groupName") for g in _groups(cluster) if asks_for_accelerators(g.get("template") or {})]
 
 
 def resolve_targets(entries: t.Sequence[t.Tuple[str, Autoscaling]], clusters: t.Mapping[t.Tuple[str, str], t.Optional[Obj]],
@@ -158,7 +159,8 @@ def _replicas(group: Obj) -> int:
     return int(group.get("replicas") if group.get("replicas") is not None else group.get("minReplicas") or 0)
 
 
-def _timestamp(value: t.Any) -> t.Optional[float]:
+def parse_timestamp(value: t.Any) -> t.Optional[float]:
+    """Seconds since the epoch of a number or an RFC 3339 UTC time (``...Z``); None for anything else."""
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, str):
@@ -196,7 +198,7 @@ def decide(target: Target, cluster: Obj, pods: t.Sequence[Obj], utilization: t.M
             return Decision("wake", "%s set to %r" % (WAKE_ANNOTATION, wake), restore)
         return Decision("keep", "reclaimed at %s; set the annotation %s to a new value to wake it"
                         % (state.get("at", "?"), WAKE_ANNOTATION))
-    woken = _timestamp(state.get("woken"))
+    woken = parse_timestamp(state.get("woken"))
     if woken is not None and now - woken < target.cooldown_seconds:
         return Decision("keep", "woken %ds ago, cooldown %ds" % (now - woken, target.cooldown_seconds))
     if not groups or all(_replicas(live[g]) == 0 for g in groups):
@@ -209,7 +211,7 @@ def decide(target: Target, cluster: Obj, pods: t.Sequence[Obj], utilization: t.M
         return Decision("keep", "no GPU worker pod is running yet")
     for pod in workers:
         name = pod["metadata"]["name"]
-        started = _timestamp((pod.get("status") or {}).get("startTime"))
+        started = parse_timestamp((pod.get("status") or {}).get("startTime"))
         if (pod.get("status") or {}).get("phase") != "Running" or started is None:
             return Decision("keep", "worker %s is not running" % name)
         if now - started < window:

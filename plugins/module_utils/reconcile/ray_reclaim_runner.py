@@ -2,12 +2,17 @@
 # Copyright: (c) 2026, gpuaas.platform contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""The run of ``gpuaas.platform.ray_idle_reclaim``: inventory → opted-in RayClusters → idle/wake decisions → the
-apply engine (server-side apply of the worker groups' replicas and the reclaim annotation, nothing else).
+"""The run of ``gpuaas.platform.ray_idle_reclaim``: inventory → opted-in RayClusters and Notebooks → idle/wake
+decisions → the apply engine (server-side apply of the few fields each kind's adapter names, nothing else).
 
-Order: parse the inventory (every error at once), read every opted-in cluster, check them all against the live
-clusters (every problem at once; nothing written when there is one), then per cluster read its worker pods and their
-GPU utilization and apply what ``manifests/ray_reclaim.decide`` says.
+Order: parse the inventory (every error at once), read every opted-in object, check them all against the live
+objects (every problem of every kind at once; nothing written when there is one), then per object read its GPU pods
+and their utilization and apply what its kind's decision says.
+
+One runner, one small adapter per kind (``ADAPTERS``): which pods hold the GPUs, the live checks, the decision and
+the partial object to apply. RayCluster (``manifests/ray_reclaim.py``): the GPU worker groups' replicas go to 0 and
+back. Notebook (``manifests/notebook_reclaim.py``): the notebook controller's stop annotation is set and removed
+(its controller owns the StatefulSet's replicas, so nothing else can stop it).
 """
 
 from __future__ import annotations
@@ -16,24 +21,92 @@ import time
 import typing as t
 
 from ansible_collections.gpuaas.platform.plugins.module_utils.errors import GpuaasError, ValidationError
-from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.autoscaling import RAY_API_VERSION, RAY_CLUSTER_KIND
+from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.autoscaling import NOTEBOOK_KIND, RAY_CLUSTER_KIND
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.records import Autoscaling
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.client import ApiException, translate_api_exception
 from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
-from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import ray_reclaim
+from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import notebook_reclaim, ray_reclaim
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe.prometheus import vector_samples
 from ansible_collections.gpuaas.platform.plugins.module_utils.observe.promql import gpu_util_by_pod_query
 
+Obj = t.Mapping[str, t.Any]
+Entries = t.Sequence[t.Tuple[str, Autoscaling]]
+Live = t.Mapping[t.Tuple[str, str], t.Optional[Obj]]
+Patch = t.Tuple[t.Dict[str, t.Any], t.Sequence[t.Sequence[str]]]
+
+
+class RayClusterAdapter:
+    """RayCluster: the chosen GPU worker groups' pods; reclaim/wake move their replicas (manifests/ray_reclaim.py)."""
+    kind = RAY_CLUSTER_KIND
+
+    @staticmethod
+    def resolve(entries: Entries, live: Live, scrape_interval: int
+                ) -> t.Tuple[t.List[ray_reclaim.Target], t.List[str], t.List[str]]:
+        return ray_reclaim.resolve_targets(entries, live, scrape_interval)
+
+    @staticmethod
+    def pod_selector(name: str) -> str:
+        return "%s=%s,%s=worker" % (ray_reclaim.CLUSTER_LABEL, name, ray_reclaim.NODE_TYPE_LABEL)
+
+    @staticmethod
+    def gpu_pods(target: ray_reclaim.Target, pods: t.Sequence[Obj]) -> t.List[Obj]:
+        return [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(ray_reclaim.GROUP_LABEL)
+                in target.groups]
+
+    @staticmethod
+    def decide(target: ray_reclaim.Target, obj: Obj, pods: t.Sequence[Obj], util: t.Mapping[str, float],
+               now: float) -> ray_reclaim.Decision:
+        return ray_reclaim.decide(target, obj, pods, util, now)
+
+    @staticmethod
+    def patch(decision: ray_reclaim.Decision, obj: Obj, now: float) -> Patch:
+        build = ray_reclaim.reclaim_patch if decision.action == "reclaim" else ray_reclaim.wake_patch
+        return build(obj, decision, now), ()
+
+
+class NotebookAdapter:
+    """Notebook: the workbench's pods (label notebook-name); reclaim/wake set and remove the controller's stop
+    annotation (manifests/notebook_reclaim.py)."""
+    kind = NOTEBOOK_KIND
+
+    @staticmethod
+    def resolve(entries: Entries, live: Live, scrape_interval: int
+                ) -> t.Tuple[t.List[ray_reclaim.Target], t.List[str], t.List[str]]:
+        return notebook_reclaim.resolve_targets(entries, live, scrape_interval)
+
+    @staticmethod
+    def pod_selector(name: str) -> str:
+        return "%s=%s" % (notebook_reclaim.NOTEBOOK_NAME_LABEL, name)
+
+    @staticmethod
+    def gpu_pods(target: ray_reclaim.Target, pods: t.Sequence[Obj]) -> t.List[Obj]:  # pylint: disable=unused-argument
+        return list(pods)
+
+    @staticmethod
+    def decide(target: ray_reclaim.Target, obj: Obj, pods: t.Sequence[Obj], util: t.Mapping[str, float],
+               now: float) -> ray_reclaim.Decision:
+        return notebook_reclaim.decide(target, obj, pods, util, now)
+
+    @staticmethod
+    def patch(decision: ray_reclaim.Decision, obj: Obj, now: float) -> Patch:
+        if decision.action == "reclaim":
+            return notebook_reclaim.stop_patch(obj, now), ()
+        return notebook_reclaim.start_patch(obj, now)
+
+
+ADAPTERS: t.Dict[str, t.Any] = {a.kind: a for a in (RayClusterAdapter, NotebookAdapter)}
+
 
 def opted_in(model: TenantModel, tenants: t.Optional[t.Sequence[str]] = None) -> t.List[t.Tuple[str, Autoscaling]]:
-    """``(tenant, entry)`` of every RayCluster entry of the present tenants (only ``tenants`` when given)."""
+    """``(tenant, entry)`` of every RayCluster and Notebook entry of the present tenants (only ``tenants`` when given)."""
     return [(tenant.name, entry) for tenant in model.present_tenants
             if not tenants or tenant.name in tenants for entry in tenant.ray_reclaim]
 
 
 class RayReclaimRun:
-    """One pass over the opted-in RayClusters. ``prometheus``: an object with ``query(promql)`` (observe.prometheus)."""
+    """One pass over the opted-in RayClusters and Notebooks. ``prometheus``: an object with ``query(promql)``
+    (observe.prometheus)."""
 
     def __init__(self, client: t.Any, prometheus: t.Any, engine: ApplyEngine, scrape_interval: int,
                  clock: t.Callable[[], float] = time.time) -> None:
@@ -50,12 +123,13 @@ class RayReclaimRun:
         except ApiException as exc:
             raise translate_api_exception(exc, "read", what)
 
-    def read_clusters(self, entries: t.Sequence[t.Tuple[str, Autoscaling]]
-                      ) -> t.Dict[t.Tuple[str, str], t.Optional[t.Dict[str, t.Any]]]:
-        out: t.Dict[t.Tuple[str, str], t.Optional[t.Dict[str, t.Any]]] = {}
+    def read_targets(self, entries: Entries) -> t.Dict[str, t.Dict[t.Tuple[str, str], t.Optional[t.Dict[str, t.Any]]]]:
+        """Every opted-in object, per kind, by (namespace, name)."""
+        out: t.Dict[str, t.Dict[t.Tuple[str, str], t.Optional[t.Dict[str, t.Any]]]] = {}
         for _tenant, entry in entries:
-            out[(entry.namespace, entry.target_name)] = self._get(
-                RAY_API_VERSION, RAY_CLUSTER_KIND, "RayCluster %s/%s" % (entry.namespace, entry.target_name),
+            out.setdefault(entry.target_kind, {})[(entry.namespace, entry.target_name)] = self._get(
+                entry.target_api_version, entry.target_kind,
+                "%s %s/%s" % (entry.target_kind, entry.namespace, entry.target_name),
                 name=entry.target_name, namespace=entry.namespace)
         return out
 
@@ -67,35 +141,51 @@ class RayReclaimRun:
         return {labels["pod"]: value for labels, _ts, value in vector_samples(answer["result"])
                 if labels.get("pod") in wanted}
 
-    def run(self, entries: t.Sequence[t.Tuple[str, Autoscaling]], diff: bool = False) -> t.Dict[str, t.Any]:
-        clusters = self.read_clusters(entries)
-        targets, problems, warnings = ray_reclaim.resolve_targets(entries, clusters, self.scrape_interval)
+    def resolve(self, entries: Entries, live: t.Mapping[str, Live]) -> t.Tuple[t.List[ray_reclaim.Target], t.List[str]]:
+        """Every entry checked against its live object, per kind; every problem of every kind raised at once."""
+        targets: t.List[ray_reclaim.Target] = []
+        problems: t.List[str] = []
+        warnings: t.List[str] = []
+        for kind, adapter in ADAPTERS.items():
+            mine = [(tenant, e) for tenant, e in entries if e.target_kind == kind]
+            if mine:
+                found, wrong, warned = adapter.resolve(mine, live.get(kind, {}), self.scrape_interval)
+                targets.extend(found)
+                problems.extend(wrong)
+                warnings.extend(warned)
         if problems:
             raise ValidationError(
-                "%d RayCluster idle-reclaim entr%s cannot be used; nothing was changed"
+                "%d idle-reclaim entr%s cannot be used; nothing was changed"
                 % (len(problems), "y" if len(problems) == 1 else "ies"),
-                hint="fix each listed entry in gpuaas_tenants[].autoscaling or the RayCluster (docs/autoscaling.md, RayCluster)",
+                hint="fix each listed entry in gpuaas_tenants[].autoscaling or its object (docs/autoscaling.md, "
+                     "RayCluster and Notebooks)",
                 problems=problems)
+        order = {id(entry): i for i, (_tenant, entry) in enumerate(entries)}
+        return sorted(targets, key=lambda tg: order.get(id(tg.entry), 0)), warnings
+
+    def run(self, entries: Entries, diff: bool = False) -> t.Dict[str, t.Any]:
+        live = self.read_targets(entries)
+        targets, warnings = self.resolve(entries, live)
         results: t.List[t.Dict[str, t.Any]] = []
         diffs: t.List[t.Dict[str, t.Any]] = []
         for target in targets:
+            kind = target.entry.target_kind
+            adapter = ADAPTERS[kind]
             namespace, name = target.key
-            cluster = clusters[target.key] or {}
-            selector = "%s=%s,%s=worker" % (ray_reclaim.CLUSTER_LABEL, name, ray_reclaim.NODE_TYPE_LABEL)
-            pods = self._get("v1", "Pod", "pods of RayCluster %s/%s" % (namespace, name), namespace=namespace,
-                             label_selector=selector)
-            workers = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(ray_reclaim.GROUP_LABEL)
-                       in target.groups]
+            obj = live[kind][target.key] or {}
+            pods = self._get("v1", "Pod", "pods of %s %s/%s" % (kind, namespace, name), namespace=namespace,
+                             label_selector=adapter.pod_selector(name))
+            gpu_pods = adapter.gpu_pods(target, pods)
             now = self.clock()
-            util = self.utilization(namespace, [p["metadata"]["name"] for p in workers],
+            util = self.utilization(namespace, [p["metadata"]["name"] for p in gpu_pods],
                                     target.entry.idle_window_seconds or 0)
-            decision = ray_reclaim.decide(target, cluster, workers, util, now)
-            row = {"tenant": target.tenant, "namespace": namespace, "name": name, "groups": target.groups,
-                   "action": decision.action, "reason": decision.reason, "replicas": decision.groups,
-                   "changed": False}
+            decision = adapter.decide(target, obj, gpu_pods, util, now)
+            row = {"tenant": target.tenant, "kind": kind, "namespace": namespace, "name": name,
+                   "groups": target.groups, "action": decision.action, "reason": decision.reason,
+                   "replicas": decision.groups, "changed": False}
             if decision.action in ("reclaim", "wake"):
-                build = ray_reclaim.reclaim_patch if decision.action == "reclaim" else ray_reclaim.wake_patch
-                outcome = self.engine.apply_fields(build(cluster, decision, now), cluster)
+                partial, absent = adapter.patch(decision, obj, now)
+                outcome = self.engine.apply_fields(partial, obj, absent=absent)
                 row["changed"] = outcome.changed
                 if diff and outcome.changed:
                     diffs.append(outcome.diff())
@@ -119,7 +209,7 @@ class RayReclaimRun:
         every change in order (a wake, then a reclaim once the cooldown is over, are both there)."""
         start = monotonic()
         out = self.run(entries, diff=diff)
-        rows = {(r["namespace"], r["name"]): r for r in out["clusters"]}
+        rows = {(r["kind"], r["namespace"], r["name"]): r for r in out["clusters"]}
         changes = [dict(r, **{"pass": 1}) for r in out["clusters"] if r["changed"]]
         passes = 1
         while monotonic() - start + interval < seconds:  # the last pass starts before `seconds`
@@ -132,7 +222,7 @@ class RayReclaimRun:
             passes += 1
             changes.extend(dict(r, **{"pass": passes}) for r in more["clusters"] if r["changed"])
             for row in more["clusters"]:
-                key = (row["namespace"], row["name"])
+                key = (row["kind"], row["namespace"], row["name"])
                 if row["changed"] or not rows.get(key, {}).get("changed"):
                     rows[key] = row
             out["changed"] = out["changed"] or more["changed"]
