@@ -25,9 +25,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import ssl
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -77,6 +80,65 @@ def local_play(section: str) -> str:
     """A one-play playbook on localhost: ``section`` is the play's ``tasks:`` or ``roles:`` block, indented by two
     spaces as under ``- hosts:``. The one playbook header of the suite: ``from conftest import local_play``."""
     return LOCAL_PLAY + section.lstrip("\n")
+
+
+# The first flavor of an inventory, then only its tenants (limit_tenants: the other suites' tenants on the shared lab
+# stay): the idle-reclaim suites' tenancy (RayClusters, Notebooks), given the inventory as extra vars.
+LIMITED_TENANTS_PLAY = local_play("""
+  tasks:
+    - gpuaas.platform.resource_flavor:
+        name: "{{ gpuaas_flavors[0].name }}"
+        node_labels: "{{ gpuaas_flavors[0].node_labels }}"
+        tolerations: "{{ gpuaas_flavors[0].tolerations }}"
+    - gpuaas.platform.tenants:
+        flavors: "{{ gpuaas_flavors }}"
+        cohorts: "{{ gpuaas_cohorts }}"
+        tenants: "{{ gpuaas_tenants }}"
+        prometheus: "{{ gpuaas_prometheus }}"
+        limit_tenants: "{{ gpuaas_tenants | map(attribute='name') | list }}"
+""")
+
+
+def lab_kubectl(lab, *args: str, context: str = "lab-admin", stdin: str | None = None) -> subprocess.CompletedProcess:
+    """The lab's kubectl as ``context`` (a tenant user's context to act as that user); never raises on failure."""
+    cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", context]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, input=stdin, check=False)
+
+
+def condition(obj: dict | None, ctype: str) -> dict:
+    """The status condition ``ctype`` of ``obj`` ({} when absent)."""
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
+
+
+def cq_gpu_usage(kube, kueue_api_version: str, cq: str) -> int:
+    """nvidia.com/gpu in use in ClusterQueue ``cq`` (its status.flavorsUsage, every flavor)."""
+    status = (kube_get(kube, kueue_api_version, "ClusterQueue", cq) or {}).get("status") or {}
+    return sum(int(r["total"]) for fu in status.get("flavorsUsage") or [] for r in fu["resources"]
+               if r["name"] == "nvidia.com/gpu")
+
+
+def idle_reclaim_run(run_playbook, lab, inventory: dict[str, Any], scrape: int, tenants: list[str]) -> dict:
+    """One scheduled run of playbooks/ray_idle_reclaim.yml (RayClusters and Notebooks) for ``tenants``: the
+    module's per-object result by name."""
+    run = run_playbook(os.path.join(REPO, "playbooks", "ray_idle_reclaim.yml"),
+                       extra_vars=dict(inventory, gpuaas_prometheus={"url": lab.prometheus_url},
+                                       gpuaas_ray_reclaim_scrape_interval=scrape, gpuaas_ray_reclaim_tenants=tenants))
+    assert run.rc == 0, run.explain()
+    [task] = run.task_results("Reclaim or wake")
+    return {c["name"]: c for c in task["clusters"]}
+
+
+def request_as_token(lab, token: str, method: str, path: str, body: dict | None = None,
+                     content_type: str = "application/apply-patch+yaml") -> tuple[int, str]:
+    """One request as ``token`` (status, body): exactly the verb the account holds, no GET first."""
+    request = urllib.request.Request(lab.apiserver + path, data=json.dumps(body).encode() if body else None,
+                                     method=method, headers={"Authorization": "Bearer " + token,
+                                                             "Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=lab.ca), timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
 
 
 def h100_tenant_play(flavor: str, tenant: str, namespace: str, resources: dict[str, Any],

@@ -26,19 +26,17 @@ from __future__ import annotations
 
 import json
 import os
-import ssl
-import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
 from conftest import kube_get as get, kube_items as items, kube_resource as res, local_play, wait_until
 from test_ray_workloads import kuberay  # noqa: F401  pylint: disable=unused-import
-from conftest import require_component
+from conftest import LIMITED_TENANTS_PLAY as TENANTS_PLAY, require_component
+from conftest import condition as cond, cq_gpu_usage, idle_reclaim_run, lab_kubectl as kubectl
+from conftest import request_as_token as as_token
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -92,19 +90,6 @@ INVENTORY = {
     ],
 }
 
-TENANTS_PLAY = local_play("""
-  tasks:
-    - gpuaas.platform.resource_flavor:
-        name: "{{ gpuaas_flavors[0].name }}"
-        node_labels: "{{ gpuaas_flavors[0].node_labels }}"
-        tolerations: "{{ gpuaas_flavors[0].tolerations }}"
-    - gpuaas.platform.tenants:
-        flavors: "{{ gpuaas_flavors }}"
-        cohorts: "{{ gpuaas_cohorts }}"
-        tenants: "{{ gpuaas_tenants }}"
-        prometheus: "{{ gpuaas_prometheus }}"
-        limit_tenants: "{{ gpuaas_tenants | map(attribute='name') | list }}"
-""")
 RECLAIM_PLAYBOOK = os.path.join(REPO, "playbooks", "ray_idle_reclaim.yml")
 
 
@@ -137,15 +122,6 @@ def batch_job(name: str) -> dict:
                                          "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
 
 
-def kubectl(lab, *args: str, context: str = "lab-admin", stdin: str | None = None) -> subprocess.CompletedProcess:
-    cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", context]
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, input=stdin, check=False)
-
-
-def cond(obj: dict | None, ctype: str) -> dict:
-    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
-
-
 def cluster(kube, name: str, namespace: str = NS_A) -> dict:
     return get(kube, "ray.io/v1", "RayCluster", name, namespace)
 
@@ -174,19 +150,12 @@ def gpu_count(workload: dict) -> int:
 
 
 def gpu_usage(kube, cq: str) -> int:
-    status = get(kube, KUEUE, "ClusterQueue", cq).get("status") or {}
-    return sum(int(r["total"]) for fu in status.get("flavorsUsage") or [] for r in fu["resources"]
-               if r["name"] == "nvidia.com/gpu")
+    return cq_gpu_usage(kube, KUEUE, cq)
 
 
 def reclaim(run_playbook, lab) -> dict:
     """One scheduled run of the committed playbook; the module's per-cluster result by name."""
-    run = run_playbook(RECLAIM_PLAYBOOK, extra_vars=dict(INVENTORY, gpuaas_prometheus={"url": lab.prometheus_url},
-                                                         gpuaas_ray_reclaim_scrape_interval=SCRAPE,
-                                                         gpuaas_ray_reclaim_tenants=[T_A, T_B]))
-    assert run.rc == 0, run.explain()
-    [task] = run.task_results("Reclaim or wake")
-    return {c["name"]: c for c in task["clusters"]}
+    return idle_reclaim_run(run_playbook, lab, INVENTORY, SCRAPE, [T_A, T_B])
 
 
 @pytest.fixture(scope="module")
@@ -352,19 +321,6 @@ def test_a_tenant_user_cannot_wake_or_scale_another_tenants_cluster_nor_escape_h
 RECLAIM_SA, RECLAIM_SA_NS = "rr-reclaim-" + S, "rr-sa-" + S
 RBAC_PLAYBOOK = os.path.join(REPO, "playbooks", "automation_rbac.yml")
 FENCE = "gpuaas-automation-ray-reclaim-fence"
-
-
-def as_token(lab, token: str, method: str, path: str, body: dict | None = None,
-             content_type: str = "application/apply-patch+yaml") -> tuple[int, str]:
-    """One request as ``token`` (status, body): exactly the verb the account holds, no GET first."""
-    request = urllib.request.Request(lab.apiserver + path, data=json.dumps(body).encode() if body else None,
-                                     method=method, headers={"Authorization": "Bearer " + token,
-                                                             "Content-Type": content_type})
-    try:
-        with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=lab.ca), timeout=60) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
 
 
 @pytest.fixture
