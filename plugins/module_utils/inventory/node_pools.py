@@ -91,9 +91,9 @@ def parse_node_pools(check: Validator, value: t.Any, flavors: t.Sequence[Flavor]
         polling = check.integer(path + ".polling_interval", data.get("polling_interval", 15), 1)
         pending = check.boolean(path + ".include_pending", data.get("include_pending", False), False)
         scale_by = check.enum(path + ".scale_by", data.get("scale_by", SCALE_BY_KEDA), SCALE_BY) or SCALE_BY_KEDA
-        provisioning = None
+        request_settings = None  # not "provisioning": that name holds provisioning_seconds above
         if scale_by == SCALE_BY_PROVISIONING_REQUEST:
-            provisioning = parse_provisioning(check, path, data, resource)
+            request_settings = parse_provisioning(check, path, data, resource)
         elif data.get("provisioning") is not None:
             check.err(path + ".provisioning", "is only read with scale_by: %s (this pool has scale_by: %s)"
                       % (SCALE_BY_PROVISIONING_REQUEST, scale_by))
@@ -112,7 +112,7 @@ def parse_node_pools(check: Validator, value: t.Any, flavors: t.Sequence[Flavor]
                                 min_nodes=min_n or 0, max_nodes=max_n, gpus_per_node=gpus, gpu_resource=resource,
                                 node_labels=labels, provisioning_seconds=provisioning if provisioning is not None else 600,
                                 idle_seconds=idle if idle is not None else 600, polling_interval=polling or 15,
-                                include_pending=pending, scale_by=scale_by, provisioning=provisioning))
+                                include_pending=pending, scale_by=scale_by, provisioning=request_settings))
     _check_one_mechanism_per_flavor(check, indexes, out)
     return out
 

@@ -45,6 +45,17 @@ def test_a_pool_parses_with_its_defaults():
     assert (pool.idle_seconds, pool.provisioning_seconds, pool.polling_interval, pool.include_pending) == (300, 600, 15, False)
 
 
+def test_a_pools_own_timings_are_kept():
+    # provisioning_seconds 0 (a lab pool whose nodes are used at once) must not fall back to the default 600: the
+    # merge of scale_by once overwrote it (caught by test_least_privilege's scale-down on the lab)
+    inv = inventory()
+    inv["gpuaas_node_pools"][0].update(provisioning_seconds=0, idle_seconds=0, polling_interval=5)
+    pool = TenantModel.from_inventory(inv).node_pools[0]
+    assert (pool.provisioning_seconds, pool.idle_seconds, pool.polling_interval) == (0, 0, 5)
+    inv["gpuaas_node_pools"][0]["provisioning_seconds"] = 120
+    assert TenantModel.from_inventory(inv).node_pools[0].provisioning_seconds == 120
+
+
 def test_quota_for_the_pools_maximum_validates_at_zero_nodes():
     model = TenantModel.from_inventory(inventory(quota=32), nodes=[])
     assert model.capacity == {"h100-elastic": {"nvidia.com/gpu": "32"}}
