@@ -120,6 +120,25 @@ PLAYBOOK = local_play("""
         limit_tenants: ["%s"]
 """) % TENANT
 
+# The tenant offboarded afterwards, as a limited run does it: a later full run of another suite on the shared lab
+# would otherwise find it and offboard it in that suite's result.
+OFFBOARD = local_play("""
+  tasks:
+    - name: Offboard the test's tenant (its namespace deleted)
+      gpuaas.platform.tenants:
+        flavors: ["{{ inv.flavor }}"]
+        tenants: "{{ inv.tenants | map('combine', {'state': 'absent'}) | list }}"
+        check_capacity: false
+        lock: false
+        delete_namespaces: true
+        drain_timeout: 60
+        limit_tenants: ["%s"]
+    - name: The test's ResourceFlavor
+      gpuaas.platform.resource_flavor:
+        name: "{{ inv.flavor.name }}"
+        state: absent
+""") % TENANT
+
 
 class Env:
     def __init__(self, lab) -> None:
@@ -201,8 +220,8 @@ def pool(lab, run_playbook):
     sim = subprocess.Popen([sys.executable, str(REPO / "lab" / "simulators" / "machine_simulator.py"),
                             "--kubeconfig", str(lab.dir / "lab-tools.kubeconfig"), "--kinds", t_.kind, "--only", TARGET,
                             "--provision-seconds", "1"], stdout=log, stderr=subprocess.STDOUT)
+    inv = inventory(t_)
     try:
-        inv = inventory(t_)
         run = run_playbook(PLAYBOOK, extra_vars={"inv": inv})
         assert run.rc == 0, run.explain()
         # Active only when Kueue runs its ProvisioningRequest controller (the CRD was served when Kueue started)
@@ -211,7 +230,11 @@ def pool(lab, run_playbook):
                    "AdmissionCheck %s Active (Kueue's ProvisioningRequest controller)" % CHECK)
         yield {"env": env, "run": run}
     finally:
+        for job in [j.metadata.name for j in env.batch.list_namespaced_job(NS).items]:
+            env.batch.delete_namespaced_job(job, NS, propagation_policy="Background")
+        offboard = run_playbook(OFFBOARD, extra_vars={"inv": inv})
         sim_cleanup(env, sim, log)
+    assert offboard.rc == 0, offboard.explain()
 
 
 def sim_cleanup(env: Env, sim: subprocess.Popen, log) -> None:
