@@ -34,7 +34,7 @@ import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
-from conftest import kube_get as get, kube_items as items, kube_resource as res, local_play, wait_until
+from conftest import kube_get as get, kube_items as items, kube_resource as res, wait_until
 from conftest import LIMITED_TENANTS_PLAY as TENANTS_PLAY, require_component
 from conftest import condition as cond, cq_gpu_usage, idle_reclaim_run, lab_kubectl as kubectl
 from conftest import request_as_token as as_token
@@ -86,7 +86,6 @@ INVENTORY = {
          "autoscaling": [entry(THEIRS)]},
     ],
 }
-
 
 
 def notebook(name: str, namespace: str, annotations: dict | None = None) -> dict:

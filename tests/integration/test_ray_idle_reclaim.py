@@ -32,7 +32,7 @@ import uuid
 
 import pytest
 from kubernetes.dynamic.exceptions import NotFoundError
-from conftest import kube_get as get, kube_items as items, kube_resource as res, local_play, wait_until
+from conftest import kube_get as get, kube_items as items, kube_resource as res, wait_until
 from test_ray_workloads import kuberay  # noqa: F401  pylint: disable=unused-import
 from conftest import LIMITED_TENANTS_PLAY as TENANTS_PLAY, require_component
 from conftest import condition as cond, cq_gpu_usage, idle_reclaim_run, lab_kubectl as kubectl
