@@ -41,6 +41,7 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.ray_recl
     iso,
     parse_timestamp,
     read_state,
+    window_problems,
 )
 
 Obj = t.Mapping[str, t.Any]
@@ -69,11 +70,7 @@ def resolve_targets(entries: t.Sequence[t.Tuple[str, Autoscaling]], notebooks: t
     warnings: t.List[str] = []
     for tenant, entry in entries:
         where = "tenant %s, autoscaling %s (Notebook %s/%s)" % (tenant, entry.name, entry.namespace, entry.target_name)
-        window = entry.idle_window_seconds or 0
-        if window < scrape_interval:
-            problems.append("%s: idle window %ds is shorter than the Prometheus scrape interval %ds, so it would hold "
-                            "no GPU sample; set idle_scale_to_zero.after_seconds to at least %d"
-                            % (where, window, scrape_interval, scrape_interval))
+        problems.extend(window_problems(where, entry, scrape_interval))
         notebook = notebooks.get((entry.namespace, entry.target_name))
         if notebook is None:
             warnings.append("%s: no such Notebook; skipped (it is stopped when idle once it exists)" % where)

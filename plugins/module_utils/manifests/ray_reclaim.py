@@ -94,6 +94,15 @@ def gpu_groups(cluster: Obj) -> t.List[str]:
     return [g.get("groupName") for g in _groups(cluster) if asks_for_accelerators(g.get("template") or {})]
 
 
+def window_problems(where: str, entry: Autoscaling, scrape_interval: int) -> t.List[str]:
+    """The idle window of an opted-in entry (RayCluster or Notebook) must hold a GPU sample: at least one scrape."""
+    window = entry.idle_window_seconds or 0
+    if window >= scrape_interval:
+        return []
+    return ["%s: idle window %ds is shorter than the Prometheus scrape interval %ds, so it would hold no GPU sample; "
+            "set idle_scale_to_zero.after_seconds to at least %d" % (where, window, scrape_interval, scrape_interval)]
+
+
 def resolve_targets(entries: t.Sequence[t.Tuple[str, Autoscaling]], clusters: t.Mapping[t.Tuple[str, str], t.Optional[Obj]],
                     scrape_interval: int) -> t.Tuple[t.List[Target], t.List[str], t.List[str]]:
     """``(targets, problems, warnings)``: every entry checked against its live cluster before anything is written.
@@ -108,11 +117,7 @@ def resolve_targets(entries: t.Sequence[t.Tuple[str, Autoscaling]], clusters: t.
     warnings: t.List[str] = []
     for tenant, entry in entries:
         where = "tenant %s, autoscaling %s (RayCluster %s/%s)" % (tenant, entry.name, entry.namespace, entry.target_name)
-        window = entry.idle_window_seconds or 0
-        if window < scrape_interval:
-            problems.append("%s: idle window %ds is shorter than the Prometheus scrape interval %ds, so it would hold "
-                            "no GPU sample; set idle_scale_to_zero.after_seconds to at least %d"
-                            % (where, window, scrape_interval, scrape_interval))
+        problems.extend(window_problems(where, entry, scrape_interval))
         cluster = clusters.get((entry.namespace, entry.target_name))
         if cluster is None:
             warnings.append("%s: no such RayCluster; skipped (it is reclaimed once it exists)" % where)
