@@ -19,18 +19,18 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import logging
 import os
 import sys
-import time
 import typing as t
 
-from kubernetes import config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sim_loop sits beside it, also when loaded by path
+import sim_loop  # noqa: E402  pylint: disable=wrong-import-position
 
 LOG = logging.getLogger("gpu-operator-simulator")
 NFD_APIS = (("nfd.openshift.io/v1", "NodeFeatureDiscovery"), ("nfd.k8s-sigs.io/v1alpha1", "NodeFeatureDiscovery"))
@@ -104,23 +104,9 @@ def pass_once(client: DynamicClient) -> int:
 
 
 def main(argv: t.Optional[t.List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
-    parser.add_argument("--once", action="store_true", help="one pass, then exit")
-    parser.add_argument("--interval", type=float, default=2.0)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s gpu-operator-simulator %(message)s")
-    client = DynamicClient(config.new_client_from_config(config_file=args.kubeconfig))
-    while True:
-        try:
-            pass_once(client)
-        except Exception as exc:  # keep the loop alive; a transient API error is retried next pass
-            if args.once:
-                raise
-            LOG.warning("pass failed: %s", exc)
-        if args.once:
-            return 0
-        time.sleep(args.interval)
+    args = sim_loop.parser(__doc__, interval=2.0).parse_args(argv)
+    client = sim_loop.connect("gpu-operator-simulator", args.kubeconfig)
+    return sim_loop.run(lambda: pass_once(client), interval=args.interval, once=args.once)
 
 
 if __name__ == "__main__":

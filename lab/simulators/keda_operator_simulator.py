@@ -46,16 +46,17 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import logging
+import os
 import sys
-import time
 import typing as t
 
-from kubernetes import config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sim_loop sits beside it, also when loaded by path
+import sim_loop  # noqa: E402  pylint: disable=wrong-import-position
 
 LOG = logging.getLogger("keda-operator-simulator")
 OPERAND_API = "keda.sh/v1alpha1"
@@ -198,25 +199,18 @@ def reconcile(client: DynamicClient, namespace: str, keda_version: str) -> bool:
 
 
 def main(argv: t.Optional[t.List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kubeconfig", required=True)
+    parser = sim_loop.parser(__doc__, interval=1.0, kubeconfig_required=True,
+                             once_help="one pass, then exit (0 if the operand was translated)")
     parser.add_argument("--namespace", default="openshift-keda",
                         help="the operator's namespace (where OLM installed it): the only KedaController it installs")
     parser.add_argument("--keda-version", default="2.20.2", help="the KEDA the lab runs (status.version, image tag)")
-    parser.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--once", action="store_true", help="one pass, then exit (0 if the operand was translated)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s keda-operator-simulator %(message)s")
-    client = DynamicClient(config.new_client_from_config(config_file=args.kubeconfig))
+    client = sim_loop.connect("keda-operator-simulator", args.kubeconfig)
     version = args.keda_version.lstrip("v")
     if args.once:
         return 0 if reconcile(client, args.namespace, version) else 1
-    while True:
-        try:
-            reconcile(client, args.namespace, version)
-        except ApiException as exc:  # the API server restarting, a namespace being deleted: try again next pass
-            LOG.warning("pass failed: %s %s", exc.status, exc.reason)
-        time.sleep(args.interval)
+    return sim_loop.run(lambda: reconcile(client, args.namespace, version), interval=args.interval,
+                        survive=(ApiException,))
 
 
 if __name__ == "__main__":

@@ -29,18 +29,19 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
+import os
 import sys
-import time
 import typing as t
 
 import yaml
-from kubernetes import config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sim_loop sits beside it, also when loaded by path
+import sim_loop  # noqa: E402  pylint: disable=wrong-import-position
 
 LOG = logging.getLogger("kueue-operator-simulator")
 OPERAND_API = "kueue.openshift.io/v1"
@@ -151,23 +152,15 @@ def reconcile(client: DynamicClient, namespace: str) -> t.Optional[str]:
 
 
 def main(argv: t.Optional[t.List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kubeconfig", required=True)
+    parser = sim_loop.parser(__doc__, interval=1.0, kubeconfig_required=True,
+                             once_help="one pass, then exit (0 if a ConfigMap was written)")
     parser.add_argument("--namespace", default="openshift-kueue-operator",
                         help="the operator's namespace, where it writes kueue-manager-config")
-    parser.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--once", action="store_true", help="one pass, then exit (0 if a ConfigMap was written)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s kueue-operator-simulator %(message)s")
-    client = DynamicClient(config.new_client_from_config(config_file=args.kubeconfig))
+    client = sim_loop.connect("kueue-operator-simulator", args.kubeconfig)
     if args.once:
         return 0 if reconcile(client, args.namespace) else 1
-    while True:
-        try:
-            reconcile(client, args.namespace)
-        except ApiException as exc:  # the API server restarting, a namespace being deleted: try again next pass
-            LOG.warning("pass failed: %s %s", exc.status, exc.reason)
-        time.sleep(args.interval)
+    return sim_loop.run(lambda: reconcile(client, args.namespace), interval=args.interval, survive=(ApiException,))
 
 
 if __name__ == "__main__":

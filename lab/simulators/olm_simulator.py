@@ -42,7 +42,6 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import glob
 import json
@@ -53,10 +52,12 @@ import time
 import typing as t
 
 import yaml
-from kubernetes import config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sim_loop sits beside it, also when loaded by path
+import sim_loop  # noqa: E402  pylint: disable=wrong-import-position
 
 LOG = logging.getLogger("olm-simulator")
 OLM = "operators.coreos.com/v1alpha1"
@@ -387,32 +388,23 @@ class Simulator:
 
 
 def main(argv: t.Optional[t.List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    parser = sim_loop.parser(__doc__, interval=2.0)
     parser.add_argument("--bundle-dir", help="directory of <package>/<name>.clusterserviceversion.yaml bundles")
-    parser.add_argument("--once", action="store_true", help="one pass, then exit")
-    parser.add_argument("--interval", type=float, default=2.0)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s olm-simulator %(message)s")
-    client = DynamicClient(config.new_client_from_config(config_file=args.kubeconfig))
+    client = sim_loop.connect("olm-simulator", args.kubeconfig)
     try:
         sim = Simulator(client, args.bundle_dir)
     except ResourceNotFoundError as exc:
         LOG.error("the OLM CRDs are not served: %s", exc)
         return 1
-    while True:
-        try:
-            # A pass can create an InstallPlan that the next pass completes: repeat until quiet.
-            for _attempt in range(5):
-                if not sim.pass_once():
-                    break
-        except Exception as exc:  # keep the loop alive; a transient API error is retried next pass
-            if args.once:
-                raise
-            LOG.warning("pass failed: %s", exc)
-        if args.once:
-            return 0
-        time.sleep(args.interval)
+
+    def settle() -> None:
+        # A pass can create an InstallPlan that the next pass completes: repeat until quiet.
+        for _attempt in range(5):
+            if not sim.pass_once():
+                break
+
+    return sim_loop.run(settle, interval=args.interval, once=args.once)
 
 
 if __name__ == "__main__":
