@@ -111,17 +111,10 @@ bootstrap_install() {
 }
 
 bootstrap_openshift() {
-  # The collection's OLM path, as on OpenShift. The OLM SIMULATOR answers the Subscription during this run only; the
-  # Custom Metrics Autoscaler operator SIMULATOR (already running) turns the KedaController into the Deployment.
+  # The Custom Metrics Autoscaler operator SIMULATOR (already running) turns the KedaController into the Deployment.
   log "no Deployment $DEPLOYMENT yet: installing KEDA with the collection's OLM path (role gpuaas.platform.keda, lab inventory, OLM SIMULATOR)"
-  : >"$(proc_log keda-olm-simulator)"
-  proc_start keda-olm-simulator "$PY" "$LIB_ROOT/lab/simulators/olm_simulator.py" --kubeconfig "$KUBECONFIG" \
-    --interval 1 --bundle-dir "$LAB_DIR/olm-bundles"
-  local rc=0
-  run_collection_playbook "$HERE/keda/install.yml" keda-bootstrap -e gpuaas_platform=openshift || rc=1
-  proc_stop keda-olm-simulator
-  [ "$rc" = 0 ] || return 1
-  proc_wait keda-operator-simulator "the Custom Metrics Autoscaler operator SIMULATOR to write Deployment $DEPLOYMENT" 30 \
+  run_olm_bootstrap keda "$HERE/keda/install.yml" keda-operator-simulator \
+    "the Custom Metrics Autoscaler operator SIMULATOR to write Deployment $DEPLOYMENT" \
     kubectl -n "$DEP_NS" get deployment "$DEP_NAME" -o name
 }
 

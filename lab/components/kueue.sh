@@ -150,18 +150,10 @@ bootstrap_install() {
 }
 
 bootstrap_openshift() {
-  # The collection's OLM path, as on OpenShift. The OLM SIMULATOR answers the Subscriptions during this run only (the
-  # OLM-path tests start their own); the Kueue operator SIMULATOR (already running) turns the operand into the
-  # ConfigMap.
+  # The Kueue operator SIMULATOR (already running) turns the operand into the ConfigMap.
   log "no ConfigMap $CONFIGMAP yet: installing Kueue with the collection's OLM path (role gpuaas.platform.kueue, lab inventory, OLM SIMULATOR)"
-  : >"$(proc_log kueue-olm-simulator)"
-  proc_start kueue-olm-simulator "$PY" "$LIB_ROOT/lab/simulators/olm_simulator.py" --kubeconfig "$KUBECONFIG" \
-    --interval 1 --bundle-dir "$LAB_DIR/olm-bundles"
-  local rc=0
-  run_collection_playbook "$HERE/kueue/install.yml" kueue-bootstrap -e gpuaas_platform=openshift || rc=1
-  proc_stop kueue-olm-simulator
-  [ "$rc" = 0 ] || return 1
-  proc_wait kueue-operator-simulator "the Kueue operator SIMULATOR to write ConfigMap $CONFIGMAP" 30 \
+  run_olm_bootstrap kueue "$HERE/kueue/install.yml" kueue-operator-simulator \
+    "the Kueue operator SIMULATOR to write ConfigMap $CONFIGMAP" \
     kubectl -n "$CM_NS" get configmap "$CM_NAME" -o name
 }
 

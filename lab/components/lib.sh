@@ -92,3 +92,17 @@ run_collection_playbook() { # PLAYBOOK LOGNAME [ansible-playbook args...] — th
       >"$LAB_DIR/logs/$logname.log" 2>&1 ) \
     || { log "bootstrap install failed (log: $LAB_DIR/logs/$logname.log)"; tail -20 "$LAB_DIR/logs/$logname.log" >&2; return 1; }
 }
+
+run_olm_bootstrap() { # COMPONENT PLAYBOOK OPERATOR_SIMULATOR WHAT check-command... — the collection's OLM path
+  # As on OpenShift: the OLM SIMULATOR answers the Subscriptions during this playbook run only (the OLM-path tests
+  # start their own); the operator SIMULATOR (already running) then turns the operand into what WHAT names.
+  local component=$1 playbook=$2 operator_simulator=$3 what=$4; shift 4
+  : >"$(proc_log "$component-olm-simulator")"
+  proc_start "$component-olm-simulator" "$PY" "$LIB_ROOT/lab/simulators/olm_simulator.py" --kubeconfig "$KUBECONFIG" \
+    --interval 1 --bundle-dir "$LAB_DIR/olm-bundles"
+  local rc=0
+  run_collection_playbook "$playbook" "$component-bootstrap" -e gpuaas_platform=openshift || rc=1
+  proc_stop "$component-olm-simulator"
+  [ "$rc" = 0 ] || return 1
+  proc_wait "$operator_simulator" "$what" 30 "$@"
+}
