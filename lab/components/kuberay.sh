@@ -33,10 +33,6 @@ OFF=${LAB_PORT_OFFSET:-0}  # lab.sh moves every port by LAB_PORT_OFFSET (a secon
 METRICS_PORT=$((8088 + OFF)) HEALTH_PORT=$((8089 + OFF))
 NS=ray-system SA=kuberay-operator
 
-ready() { curl -sf "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null; }
-
-v1beta1_variant() { [ "${LAB_KUEUE_API:-v1beta2}" = v1beta1 ]; }
-
 identity() {
   # Upstream's ClusterRole, bound to the chart's ServiceAccount name in the chart's usual namespace.
   kubectl apply --server-side --force-conflicts --field-manager=lab-kuberay -f "$SHARE/rbac/role.yaml" >/dev/null
@@ -85,17 +81,8 @@ cmd_up() {
   log "KubeRay $KUBERAY_VERSION up (pid $(cat "$(proc_pidfile kuberay)"), as system:serviceaccount:$NS:$SA, metrics 127.0.0.1:$METRICS_PORT)"
 }
 
-cmd_down() {
-  proc_stop kuberay
-  rm -f "$LAB_DIR/prometheus/targets/kuberay.json"
-}
-
-cmd_status() {
-  if v1beta1_variant; then echo "kuberay: disabled (LAB_KUEUE_API=v1beta1 runs no Kueue)"; return 0; fi
-  if ! proc_alive kuberay; then echo "kuberay: unhealthy (not running)"; return 1; fi
-  if ! ready; then echo "kuberay: unhealthy (readyz on 127.0.0.1:$HEALTH_PORT fails)"; return 1; fi
-  echo "kuberay: healthy ($KUBERAY_VERSION, pid $(cat "$(proc_pidfile kuberay)"), as system:serviceaccount:$NS:$SA, metrics 127.0.0.1:$METRICS_PORT)"
-}
+cmd_down() { operator_down kuberay; }
+cmd_status() { job_operator_status kuberay "$KUBERAY_VERSION"; }
 
 case "${1:-}" in
   up) cmd_up ;;

@@ -69,9 +69,7 @@ CM_NS=${CONFIGMAP%%/*} CM_NAME=${CONFIGMAP##*/}
 KUEUE_SA=kueue-controller-manager
 WEBHOOK_CONFIGS="mutatingwebhookconfiguration/kueue-mutating-webhook-configuration validatingwebhookconfiguration/kueue-validating-webhook-configuration"
 
-ready() { curl -sf "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null; }
 openshift_flavour() { [ "${LAB_FLAVOR:-kubernetes}" = openshift ]; }
-v1beta1_variant() { [ "${LAB_KUEUE_API:-v1beta2}" = v1beta1 ]; }
 
 make_certs() {
   serving_cert "$STATE/certs" kueue.lab "IP:127.0.0.1,DNS:localhost,DNS:kueue-webhook-service.$KUEUE_NS.svc" serverAuth

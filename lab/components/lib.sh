@@ -79,6 +79,24 @@ serving_cert() { # DIR CN SAN EXTENDED_KEY_USAGE — DIR/tls.{crt,key} signed by
   rm -f "$dir/tls.csr" "$ext"
 }
 
+# ---- the controller-runtime operators the lab runs out of cluster (kueue, kuberay, training operator) ----
+# Each component script sets HEALTH_PORT, METRICS_PORT, NS and SA before calling these.
+ready() { curl -sf "http://127.0.0.1:${HEALTH_PORT:?}/readyz" >/dev/null; }
+v1beta1_variant() { [ "${LAB_KUEUE_API:-v1beta2}" = v1beta1 ]; }  # the lab variant that serves Kueue's v1beta1 only
+
+operator_down() { # PROCESS — stop it and drop its Prometheus scrape target
+  proc_stop "$1"
+  rm -f "$LAB_DIR/prometheus/targets/$1.json"
+}
+
+job_operator_status() { # PROCESS VERSION — one status line; exit 1 unless healthy (off on the v1beta1 variant)
+  local name=$1 version=$2
+  if v1beta1_variant; then echo "$name: disabled (LAB_KUEUE_API=v1beta1 runs no Kueue)"; return 0; fi
+  if ! proc_alive "$name"; then echo "$name: unhealthy (not running)"; return 1; fi
+  if ! ready; then echo "$name: unhealthy (readyz on 127.0.0.1:$HEALTH_PORT fails)"; return 1; fi
+  echo "$name: healthy ($version, pid $(cat "$(proc_pidfile "$name")"), as system:serviceaccount:$NS:$SA, metrics 127.0.0.1:$METRICS_PORT)"
+}
+
 run_collection_playbook() { # PLAYBOOK LOGNAME [ansible-playbook args...] — the collection with the lab inventory
   # No network: local charts, the lab post-renderer (Helm path); the admin kubeconfig, as a user's install run.
   # LAB_DIR is exported by lab.sh (the lab inventory reads it).

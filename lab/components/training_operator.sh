@@ -49,10 +49,6 @@ NS=kubeflow SA=training-operator SECRET=training-operator-webhook-cert
 CERT_PATH=/tmp/k8s-webhook-server/serving-certs  # pkg/cert certDir of the operator, a constant upstream
 SCHEMES="pytorchjob tfjob xgboostjob paddlejob jaxjob"
 
-ready() { curl -sf "http://127.0.0.1:$HEALTH_PORT/readyz" >/dev/null; }
-
-v1beta1_variant() { [ "${LAB_KUEUE_API:-v1beta2}" = v1beta1 ]; }
-
 identity() {
   # Upstream's ClusterRole, bound to upstream's ServiceAccount in the standalone overlay's namespace, and the empty
   # Secret the cert rotator fills (the ClusterRole may get/update Secrets, not create them).
@@ -124,17 +120,8 @@ cmd_up() {
   log "training operator $TRAINING_OPERATOR_VERSION up (pid $(cat "$(proc_pidfile training_operator)"), as system:serviceaccount:$NS:$SA, metrics 127.0.0.1:$METRICS_PORT)"
 }
 
-cmd_down() {
-  proc_stop training_operator
-  rm -f "$LAB_DIR/prometheus/targets/training_operator.json"
-}
-
-cmd_status() {
-  if v1beta1_variant; then echo "training_operator: disabled (LAB_KUEUE_API=v1beta1 runs no Kueue)"; return 0; fi
-  if ! proc_alive training_operator; then echo "training_operator: unhealthy (not running)"; return 1; fi
-  if ! ready; then echo "training_operator: unhealthy (readyz on 127.0.0.1:$HEALTH_PORT fails)"; return 1; fi
-  echo "training_operator: healthy ($TRAINING_OPERATOR_VERSION, pid $(cat "$(proc_pidfile training_operator)"), as system:serviceaccount:$NS:$SA, metrics 127.0.0.1:$METRICS_PORT)"
-}
+cmd_down() { operator_down training_operator; }
+cmd_status() { job_operator_status training_operator "$TRAINING_OPERATOR_VERSION"; }
 
 case "${1:-}" in
   up) cmd_up ;;
