@@ -36,6 +36,9 @@ from kubernetes.dynamic.exceptions import NotFoundError
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import poll  # noqa: E402  (bench/poll.py)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import results_meta  # noqa: E402  (bench/results_meta.py)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,13 +49,7 @@ GATE = "kueue.x-k8s.io/admission"
 
 
 def wait_until(predicate, timeout, what, interval=0.25):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError("timed out after %ss waiting for %s" % (timeout, what))
+    return poll.wait_until(predicate, timeout, what, interval)
 
 
 class Lab:

@@ -41,6 +41,9 @@ from pathlib import Path
 from kubernetes import config, dynamic
 from kubernetes.dynamic.exceptions import NotFoundError
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import poll  # noqa: E402  (bench/poll.py)
+
 REPO = Path(__file__).resolve().parents[2]
 KUEUE = "kueue.x-k8s.io/v1beta2"
 TENANT = "mkbench"
@@ -104,13 +107,7 @@ def playbook(manager: dict, extra: dict) -> float:
 
 
 def wait_until(predicate, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(POLL)
-    raise TimeoutError("timed out after %ss waiting for %s" % (timeout, what))
+    return poll.wait_until(predicate, timeout, what, POLL)
 
 
 def job(name: str) -> dict:

@@ -47,6 +47,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import results_meta  # noqa: E402  (bench/results_meta.py)
+from poll import wait_until  # noqa: E402  (bench/poll.py)
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
@@ -79,16 +80,6 @@ TENANTS_PLAY = """
         prometheus: "{{ gpuaas_prometheus }}"
         limit_tenants: "{{ gpuaas_tenants | map(attribute='name') | list }}"
 """
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError("timed out after %ss waiting for %s" % (timeout, what))
 
 
 def cond(obj: dict | None, ctype: str) -> dict:
