@@ -134,6 +134,17 @@ def condition(obj: dict | None, ctype: str) -> dict:
     return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
 
 
+def true_since(obj: dict | None, ctype: str) -> float | None:
+    """When the status condition ``ctype`` of ``obj`` became True (epoch seconds); None unless it is True."""
+    import datetime as dt
+
+    found = condition(obj, ctype)
+    if found.get("status") != "True":
+        return None
+    return dt.datetime.strptime(found["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=dt.timezone.utc).timestamp()
+
+
 def cq_gpu_usage(kube, kueue_api_version: str, cq: str) -> int:
     """nvidia.com/gpu in use in ClusterQueue ``cq`` (its status.flavorsUsage, every flavor)."""
     status = (kube_get(kube, kueue_api_version, "ClusterQueue", cq) or {}).get("status") or {}
