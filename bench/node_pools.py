@@ -54,14 +54,14 @@ def playbook(lab, text: str, extra: dict) -> None:
 def cycle(env: T.Lab, index: int, job_seconds: int) -> dict:
     names = ["bench%d-%d" % (index, i) for i in range(4)]
     for name in names:
-        env.job(name, job_seconds)
+        env.job(name, T.GPUS, seconds=job_seconds)
     admitted: dict = {}
     ready: dict = {}
     done = gone = None
     while True:
         now = time.time()
         for w in env.workloads():
-            if w["metadata"]["name"] not in admitted and T.cond_time(w, "Admitted"):
+            if w["metadata"]["name"] not in admitted and T.true_since(w, "Admitted"):
                 admitted[w["metadata"]["name"]] = now
         for node in env.ready_pool_nodes():
             ready.setdefault(node, now)
@@ -93,17 +93,9 @@ def main() -> int:
     meta = results_meta.start(sys.argv)
     lab = _lab_from_env()
     env = T.Lab(lab)
-    f = env.flavour
-    try:
-        env.core.create_namespace({"metadata": {"name": f.namespace}})
-    except T.client.ApiException as exc:
-        if exc.status != 409:
-            raise
-    env.custom.create_namespaced_custom_object(f.group, f.version, f.namespace, f.plural, f.target())
-    log = open(lab.dir / "logs" / ("machine-simulator-bench-%s.log" % T.S), "w")
-    sim = subprocess.Popen([sys.executable, str(REPO / "lab" / "simulators" / "machine_simulator.py"), "--kubeconfig",
-                            str(lab.dir / "lab-tools.kubeconfig"), "--kinds", f.kind, "--only", T.TARGET,
-                            "--provision-seconds", "2"], stdout=log, stderr=subprocess.STDOUT)
+    f = env.target
+    env.create_target(T.target_body(f))
+    sim = T.MachineSimulator(lab, f, lab.dir / "logs" / ("machine-simulator-bench-%s.log" % T.S), provision_seconds=2)
     rows = []
     try:
         playbook(lab, T.PLAYBOOK, {"inv": T.inventory(f), "prometheus_url": lab.prometheus_url})
@@ -113,9 +105,7 @@ def main() -> int:
             print("cycle %(cycle)d: admission -> first node Ready %(admission_to_first_ready).1f s, -> all 4 Ready "
                   "%(admission_to_all_ready).1f s; last completion -> 0 nodes %(completion_to_gone).1f s" % row, flush=True)
     finally:
-        sim.terminate()
-        sim.wait(10)
-        log.close()
+        sim.stop()
         T.cleanup(env, f)
     keys = ("admission_to_first_ready", "admission_to_all_ready", "completion_to_gone")
     doc = results_meta.finish(meta, runs=len(rows), figures={k: [round(r[k], 2) for r in rows] for k in keys},

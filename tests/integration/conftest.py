@@ -9,7 +9,10 @@
 Plain helpers (``from conftest import ...``): ``wait_until``, ``local_play`` (the playbook header), ``kube_get``,
 ``kube_items``, ``kube_resource`` (the dynamic client), ``create_namespace`` (and wait until Kueue's pod webhook
 sees it), ``promql`` (the lab's Prometheus), ``site_inventory`` (an inventory directory), ``kwok_job`` (a one-pod
-Job KWOK runs for an hour), ``expect_steady`` (reach a state and hold it) and ``active_cluster_queues``.
+Job KWOK runs for an hour), ``expect_steady`` (reach a state and hold it) and ``active_cluster_queues``. For the
+idle-reclaim suites (RayClusters, Notebooks): ``lender_borrower_inventory`` (their two-tenant cohort),
+``limited_tenancy`` (made for a block, removed after it), ``grant_tenant_users`` (a workload kind's Role for alice's
+group), ``idle_reclaim_run`` (one scheduled run) and ``idle_reclaim_account`` (the schedule's account and a token).
 
 The variant lab (`make lab-variant-up`: LAB_FLAVOR=openshift with the real Kueue installed through the collection's
 OLM path and run from the Red Hat operand by the Kueue operator SIMULATOR, ports +100, LAB_DIR=.lab-variant) runs
@@ -99,6 +102,27 @@ LIMITED_TENANTS_PLAY = local_play("""
 """)
 
 
+def lender_borrower_inventory(flavor: str, cohort: str, lender: str, borrower: str, lender_quota: dict[str, Any],
+                              lender_entries: list[dict], borrower_entries: list[dict]) -> dict[str, Any]:
+    """The idle-reclaim suites' tenancy (for LIMITED_TENANTS_PLAY): one flavor of the lab's H100 nodes (their GPU
+    taint tolerated), one cohort, two tenants of one namespace each, named after the tenant. ``lender``: its users the
+    group nlp-team (alice), ``lender_quota`` of its own, reclaiming Any; ``borrower``: 0 GPUs, 4 CPUs and 8Gi of its
+    own, so its GPU work runs on borrowed quota. Each opts in its autoscaling entries."""
+    return {
+        "gpuaas_flavors": [{"name": flavor, "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}],
+        "gpuaas_cohorts": [{"name": cohort}],
+        "gpuaas_tenants": [
+            {"name": lender, "namespaces": [lender], "cohort": cohort, "access": {"users": ["nlp-team"]},
+             "quotas": [{"flavor": flavor, "resources": dict(lender_quota)}],
+             "preemption": {"reclaim_within_cohort": "Any"}, "autoscaling": list(lender_entries)},
+            {"name": borrower, "namespaces": [borrower], "cohort": cohort,
+             "quotas": [{"flavor": flavor, "resources": {"nvidia.com/gpu": 0, "cpu": 4, "memory": "8Gi"}}],
+             "autoscaling": list(borrower_entries)},
+        ],
+    }
+
+
 def lab_kubectl(lab, *args: str, context: str = "lab-admin", stdin: str | None = None) -> subprocess.CompletedProcess:
     """The lab's kubectl as ``context`` (a tenant user's context to act as that user); never raises on failure."""
     cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", context]
@@ -108,6 +132,17 @@ def lab_kubectl(lab, *args: str, context: str = "lab-admin", stdin: str | None =
 def condition(obj: dict | None, ctype: str) -> dict:
     """The status condition ``ctype`` of ``obj`` ({} when absent)."""
     return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
+
+
+def true_since(obj: dict | None, ctype: str) -> float | None:
+    """When the status condition ``ctype`` of ``obj`` became True (epoch seconds); None unless it is True."""
+    import datetime as dt
+
+    found = condition(obj, ctype)
+    if found.get("status") != "True":
+        return None
+    return dt.datetime.strptime(found["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=dt.timezone.utc).timestamp()
 
 
 def cq_gpu_usage(kube, kueue_api_version: str, cq: str) -> int:
@@ -126,6 +161,77 @@ def idle_reclaim_run(run_playbook, lab, inventory: dict[str, Any], scrape: int, 
     assert run.rc == 0, run.explain()
     [task] = run.task_results("Reclaim or wake")
     return {c["name"]: c for c in task["clusters"]}
+
+
+def grant_tenant_users(lab, namespace: str, role: str, api_group: str, resource: str, field_manager: str,
+                       group: str = "nlp-team") -> None:
+    """As the cluster admin: a Role ``role`` in ``namespace`` with every verb on ``resource`` of ``api_group``, bound
+    to the user group ``group`` (the lab's tenant user alice is in nlp-team). What a platform grants through
+    aggregated roles the lab does not install (Kubeflow / OpenShift AI for Notebooks; KubeRay ships none for
+    ray.io)."""
+    rbac = "rbac.authorization.k8s.io"
+    role_obj = {"apiVersion": rbac + "/v1", "kind": "Role", "metadata": {"name": role, "namespace": namespace},
+                "rules": [{"apiGroups": [api_group], "resources": [resource],
+                           "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]}
+    binding = {"apiVersion": rbac + "/v1", "kind": "RoleBinding", "metadata": {"name": role, "namespace": namespace},
+               "roleRef": {"apiGroup": rbac, "kind": "Role", "name": role},
+               "subjects": [{"apiGroup": rbac, "kind": "Group", "name": group}]}
+    for obj in (role_obj, binding):
+        out = lab_kubectl(lab, "apply", "--server-side", "--field-manager=" + field_manager, "-f", "-",
+                          stdin=json.dumps(obj))
+        assert out.returncode == 0, out.stderr
+
+
+@contextlib.contextmanager
+def limited_tenancy(lab, kube, run_playbook, inventory: dict[str, Any]) -> Iterator[None]:
+    """For the body of the block: ``inventory``'s tenants made by LIMITED_TENANTS_PLAY (with the lab's Prometheus).
+    Afterwards, also when the play or the body failed: the tenants' namespaces deleted and waited for until gone (180
+    s), then their ClusterQueues, the cohorts and the flavors (one already gone is fine)."""
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    kueue = "kueue.x-k8s.io/" + lab.kueue_api
+    tenants = inventory["gpuaas_tenants"]
+    namespaces = [ns for tenant in tenants for ns in tenant["namespaces"]]
+    try:
+        run = run_playbook(LIMITED_TENANTS_PLAY, extra_vars=dict(inventory, gpuaas_prometheus={"url": lab.prometheus_url}))
+        assert run.rc == 0, run.explain()
+        yield
+    finally:
+        for ns in namespaces:
+            try:
+                kube_resource(kube, "v1", "Namespace").delete(name=ns)
+            except NotFoundError:
+                pass
+        wait_until(lambda: all(kube_get(kube, "v1", "Namespace", n) is None for n in namespaces), 180,
+                   "the test namespaces to be gone")
+        for kind, name in ([("ClusterQueue", t["name"]) for t in tenants]
+                           + [("Cohort", c["name"]) for c in inventory.get("gpuaas_cohorts") or []]
+                           + [("ResourceFlavor", f["name"]) for f in inventory["gpuaas_flavors"]]):
+            try:
+                kube_resource(kube, kueue, kind).delete(name=name)
+            except NotFoundError:
+                pass
+
+
+@contextlib.contextmanager
+def idle_reclaim_account(lab, run_playbook, inventory: dict[str, Any], name: str, namespace: str) -> Iterator[str]:
+    """The least-privilege account of the ray_idle_reclaim schedule (RayClusters and Notebooks), made by
+    playbooks/automation_rbac.yml from ``inventory`` as the admin; the block gets a one-hour token of it. Afterwards
+    what the role made is deleted by its label (the role's own state=absent path is test_least_privilege's
+    teardown), and the account's namespace."""
+    setup = run_playbook(os.path.join(REPO, "playbooks", "automation_rbac.yml"), extra_vars=dict(
+        inventory, gpuaas_automation_rbac_accounts=[{"name": name, "namespace": namespace,
+                                                     "playbooks": ["ray_idle_reclaim"]}]))
+    try:
+        assert setup.rc == 0, setup.explain()
+        out = lab_kubectl(lab, "-n", namespace, "create", "token", name, "--duration=1h")
+        assert out.returncode == 0, out.stderr
+        yield out.stdout.strip()
+    finally:
+        for kinds in ("clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings",
+                      "rolebindings"):
+            lab_kubectl(lab, "delete", kinds, "-A", "-l", "app.kubernetes.io/component=automation-rbac", "--wait=false")
+        lab_kubectl(lab, "delete", "namespace", namespace, "--ignore-not-found", "--wait=false")
 
 
 def request_as_token(lab, token: str, method: str, path: str, body: dict | None = None,
@@ -228,15 +334,16 @@ def site_inventory(directory: Path, group_vars: dict[str, Any]) -> Path:
 def kwok_job(requests: dict[str, str], name: str | None = None, generate_name: str | None = None,
              queue: str = "default", labels: dict[str, str] | None = None,
              annotations: dict[str, str] | None = None, image: str = "registry.invalid/work:1",
-             tolerations: list[dict] | None = None) -> dict[str, Any]:
+             tolerations: list[dict] | None = None, grace_seconds: int = 1) -> dict[str, Any]:
     """A one-pod Job in LocalQueue ``queue`` whose pod runs for an hour on a KWOK node (KWOK's completion stage);
-    ``annotations`` go to the pod template (e.g. ``lab.gpuaas.io/gpu-util`` for the SIMULATED DCGM exporter)."""
+    ``annotations`` go to the pod template (e.g. ``lab.gpuaas.io/gpu-util`` for the SIMULATED DCGM exporter);
+    ``grace_seconds`` is the pod's terminationGracePeriodSeconds."""
     metadata: dict[str, Any] = {"labels": {"kueue.x-k8s.io/queue-name": queue, **(labels or {})}}
     if name:
         metadata["name"] = name
     if generate_name:
         metadata["generateName"] = generate_name
-    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": grace_seconds,
                                 "containers": [{"name": "work", "image": image,
                                                 "resources": {"requests": dict(requests), "limits": dict(requests)}}]}
     if tolerations:

@@ -22,137 +22,64 @@ Short timings: idle_seconds 15, polling 5 s, Job pods complete after 8 s (KWOK).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-from kubernetes import client, config
-from conftest import local_play, wait_until
+from kubernetes import client
+from conftest import local_play, promql, true_since, wait_until
+from pool_lab import MachineSimulator, PoolLab, PoolTarget
 
-REPO = Path(__file__).resolve().parents[2]
 S = uuid.uuid4().hex[:5]
 TENANT = NS = "np-" + S
 FLAVOR = "np-h100-" + S
 POOL = "h100-" + S
 TARGET = "np-h100-" + S
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KWOK_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 H100 = "NVIDIA-H100-80GB-HBM3"
 MAX_NODES, GPUS = 4, 8
 IDLE, POLLING, JOB_SECONDS = 15, 5, 8
 UP_BOUND, DOWN_BOUND = 60, 90
 
 
-class Flavour:
-    """What differs between the OpenShift MachineSet and the Cluster API MachineDeployment."""
-
-    def __init__(self, lab_flavor: str) -> None:
-        self.openshift = lab_flavor == "openshift"
-        if self.openshift:
-            self.kind, self.group, self.version, self.plural = "MachineSet", "machine.openshift.io", "v1beta1", "machinesets"
-            self.machine_version, self.namespace = "v1beta1", "openshift-machine-api"
-            self.pool_label = "gpuaas.io/pool"
-            self.delete_annotation = "machine.openshift.io/delete-machine"
-        else:
-            self.kind, self.group, self.version, self.plural = ("MachineDeployment", "cluster.x-k8s.io", "v1beta2",
-                                                                "machinedeployments")
-            self.machine_version, self.namespace = "v1beta2", "np-machines-" + S
-            self.pool_label = "node.cluster.x-k8s.io/gpuaas-pool"
-            self.delete_annotation = "cluster.x-k8s.io/delete-machine"
-        self.node_labels = {self.pool_label: POOL, "nvidia.com/gpu.product": H100} if self.openshift else \
-            {self.pool_label: POOL}
-
-    def target(self, node_labels=None) -> dict:
-        node_labels = dict(self.node_labels if node_labels is None else node_labels)
-        select = {"gpuaas.io/machine-pool": TARGET}
-        annotations = {"capacity.cluster-autoscaler.kubernetes.io/gpu-count": str(GPUS),
-                       "capacity.cluster-autoscaler.kubernetes.io/gpu-type": "nvidia.com/gpu",
-                       "capacity.cluster-autoscaler.kubernetes.io/cpu": "96",
-                       "capacity.cluster-autoscaler.kubernetes.io/memory": "1Ti"}
-        taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
-        meta = {"name": TARGET, "namespace": self.namespace, "annotations": annotations}
-        if self.openshift:
-            return {"apiVersion": "%s/%s" % (self.group, self.version), "kind": self.kind, "metadata": meta,
-                    "spec": {"replicas": 0, "deletePolicy": "Random", "selector": {"matchLabels": select},
-                             "template": {"metadata": {"labels": select},
-                                          "spec": {"metadata": {"labels": node_labels}, "taints": taints,
-                                                   "providerSpec": {"value": {"apiVersion": "lab.gpuaas.io/v1",
-                                                                              "kind": "KwokProviderSpec"}}}}}}
-        return {"apiVersion": "%s/%s" % (self.group, self.version), "kind": self.kind, "metadata": meta,
-                "spec": {"clusterName": "lab", "replicas": 0, "selector": {"matchLabels": select},
-                         "deletion": {"order": "Random"},
-                         "template": {"metadata": {"labels": dict(select, **node_labels)},
-                                      "spec": {"clusterName": "lab", "bootstrap": {"dataSecretName": "lab-bootstrap"},
-                                               "infrastructureRef": {"apiGroup": "infrastructure.lab.gpuaas.io",
-                                                                     "kind": "KwokMachineTemplate", "name": "kwok"},
-                                               "taints": [dict(t_, propagation="Always") for t_ in taints]}}}}
+def node_labels(target: PoolTarget) -> dict:
+    """The labels the pool's nodes get (the pool's node_labels in the inventory): the pool label, on OpenShift also
+    the GPU product."""
+    return {target.pool_label: POOL, "nvidia.com/gpu.product": H100} if target.openshift else {target.pool_label: POOL}
 
 
-class Lab:
+def target_body(target: PoolTarget) -> dict:
+    """The pool's target at 0 nodes of 8 GPUs (scale-from-zero capacity for the machine SIMULATOR), any Machine
+    removable on a scale-down."""
+    return target.body(node_labels(target),
+                       {"capacity.cluster-autoscaler.kubernetes.io/gpu-count": str(GPUS),
+                        "capacity.cluster-autoscaler.kubernetes.io/gpu-type": "nvidia.com/gpu",
+                        "capacity.cluster-autoscaler.kubernetes.io/cpu": "96",
+                        "capacity.cluster-autoscaler.kubernetes.io/memory": "1Ti"}, random_deletion=True)
+
+
+class Lab(PoolLab):
+    """The lab for this suite's pool (KEDA grows it, node_pool_scaledown shrinks it)."""
+
     def __init__(self, lab) -> None:
-        api = config.new_client_from_config(config_file=lab.kubeconfig, context=lab.admin_context)
-        self.core = client.CoreV1Api(api)
-        self.batch = client.BatchV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
-        self.lab = lab
-        self.flavour = Flavour(lab.flavor)
-
-    def target(self) -> dict:
-        f = self.flavour
-        return self.custom.get_namespaced_custom_object(f.group, f.version, f.namespace, f.plural, TARGET)
-
-    def replicas(self) -> int:
-        return int(self.target()["spec"].get("replicas") or 0)
+        super().__init__(lab, PoolTarget(lab.flavor, TARGET, POOL, "np-machines-" + S), NS)
 
     def machines(self) -> list:
-        f = self.flavour
+        f = self.target
         return [m for m in self.custom.list_namespaced_custom_object(f.group, f.machine_version, f.namespace, "machines")["items"]
                 if m["metadata"]["name"].startswith(TARGET + "-")]
-
-    def pool_nodes(self) -> list:
-        return self.core.list_node(label_selector="%s=%s" % (self.flavour.pool_label, POOL)).items
 
     def ready_pool_nodes(self) -> list:
         return [n.metadata.name for n in self.pool_nodes()
                 if any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))]
 
-    def workloads(self) -> list:
-        return self.custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads")["items"]
-
-    def job(self, name: str, seconds: int) -> None:
-        body = {"apiVersion": "batch/v1", "kind": "Job",
-                "metadata": {"name": name, "namespace": NS, "labels": {QUEUE_LABEL: "default"}},
-                "spec": {"backoffLimit": 0, "template": {
-                    "metadata": {"annotations": {KWOK_DELAY: "%ds" % seconds}},
-                    "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [{
-                        "name": "train", "image": "registry.invalid/lab/train:1",
-                        "resources": {"limits": {"nvidia.com/gpu": str(GPUS)}}}]}}}}
-        self.batch.create_namespaced_job(NS, body)
-
     def jobs_done(self, names) -> bool:
         return all((self.batch.read_namespaced_job(n, NS).status.succeeded or 0) >= 1 for n in names)
 
     def prom(self, query: str) -> float:
-        import json
-        import urllib.parse
-        import urllib.request
-        url = "%s/api/v1/query?%s" % (self.lab.prometheus_url, urllib.parse.urlencode({"query": query}))
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            data = json.loads(resp.read())["data"]["result"]
-        return float(data[0]["value"][1]) if data else 0.0
-
-
-def cond_time(obj: dict, ctype: str) -> float | None:
-    import datetime as dt
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c["type"] == ctype and c["status"] == "True":
-            return dt.datetime.strptime(c["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ").replace(
-                tzinfo=dt.timezone.utc).timestamp()
-    return None
+        result = promql(self.lab, query)
+        return float(result[0]["value"][1]) if result else 0.0
 
 
 class Sampler(threading.Thread):
@@ -171,14 +98,14 @@ class Sampler(threading.Thread):
             time.sleep(0.5)
 
 
-def inventory(flavour: Flavour, quota: int = MAX_NODES * GPUS, node_labels=None) -> dict:
-    flavor = {"name": FLAVOR, "node_labels": {flavour.pool_label: POOL},
+def inventory(target: PoolTarget, quota: int = MAX_NODES * GPUS) -> dict:
+    flavor = {"name": FLAVOR, "node_labels": {target.pool_label: POOL},
               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
     tenants = [{"name": TENANT, "namespaces": [NS], "quotas": [{"flavor": FLAVOR, "resources": {"nvidia.com/gpu": quota}}]}]
     pools = [{"name": POOL, "flavor": FLAVOR,
-              "target": {"kind": flavour.kind, "name": TARGET, "namespace": flavour.namespace},
+              "target": {"kind": target.kind, "name": TARGET, "namespace": target.namespace},
               "min_nodes": 0, "max_nodes": MAX_NODES, "gpus_per_node": GPUS,
-              "node_labels": dict(flavour.node_labels if node_labels is None else node_labels),
+              "node_labels": node_labels(target),
               "idle_seconds": IDLE, "polling_interval": POLLING, "provisioning_seconds": 5}]
     return {"flavor": flavor, "tenants": tenants, "pools": pools}
 
@@ -220,27 +147,15 @@ def pool(lab, run_playbook):
         if not list((lab.dir / "pids").glob("%s*.pid" % component)):
             pytest.fail("the lab runs without %s: bring it up with LAB_COMPONENTS including kueue and keda" % component)
     env = Lab(lab)
-    f = env.flavour
+    f = env.target
     try:
         env.custom.list_cluster_custom_object(f.group, f.version, f.plural, limit=1)
     except client.ApiException as exc:
         pytest.fail("the lab does not serve %s.%s/%s (%s): lab.sh up loads it on the %s flavour; restart the lab"
                     % (f.plural, f.group, f.version, exc.reason, lab.flavor))
-    if not f.openshift:
-        env.core.create_namespace({"metadata": {"name": f.namespace}})
-    else:
-        try:
-            env.core.create_namespace({"metadata": {"name": f.namespace}})
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
-    env.custom.create_namespaced_custom_object(f.group, f.version, f.namespace, f.plural, f.target())
-    log_path = lab.dir / "logs" / ("machine-simulator-%s.log" % S)
-    log = open(log_path, "w")
-    sim = subprocess.Popen([sys.executable, str(REPO / "lab" / "simulators" / "machine_simulator.py"),
-                            "--kubeconfig", str(lab.dir / "lab-tools.kubeconfig"), "--kinds", f.kind, "--only", TARGET,
-                            "--provision-seconds", "2"], stdout=log, stderr=subprocess.STDOUT)
-    state = {"env": env, "log": log_path, "sampler": Sampler(env)}
+    env.create_target(target_body(f))
+    sim = MachineSimulator(lab, f, lab.dir / "logs" / ("machine-simulator-%s.log" % S), provision_seconds=2)
+    state = {"env": env, "log": sim.log_path, "sampler": Sampler(env)}
     try:
         inv = inventory(f)
         run = run_playbook(PLAYBOOK, extra_vars={"inv": inv, "prometheus_url": lab.prometheus_url})
@@ -250,13 +165,11 @@ def pool(lab, run_playbook):
         yield state
     finally:
         state["sampler"].stop.set()
-        sim.terminate()
-        sim.wait(10)
-        log.close()
+        sim.stop()
         cleanup(env, f)
 
 
-def cleanup(env: Lab, f: Flavour) -> None:
+def cleanup(env: Lab, f: PoolTarget) -> None:
     try:
         for name in [j.metadata.name for j in env.batch.list_namespaced_job(NS).items]:
             env.batch.delete_namespaced_job(name, NS, propagation_policy="Background")
@@ -295,7 +208,7 @@ def simulator_events(path: Path, event: str) -> list:
 
 def test_pool_objects_come_from_the_inventory(pool):
     env = pool["env"]
-    f = env.flavour
+    f = env.target
     so = env.custom.get_namespaced_custom_object("keda.sh", "v1alpha1", f.namespace, "scaledobjects", "gpuaas-pool-" + POOL)
     assert so["spec"]["scaleTargetRef"] == {"apiVersion": "%s/%s" % (f.group, f.version), "kind": f.kind, "name": TARGET}
     assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (0, MAX_NODES)
@@ -316,7 +229,7 @@ def test_node_pools_is_idempotent(pool, lab, run_playbook):
 
 
 def test_quota_above_the_pools_maximum_is_refused(pool, lab, run_playbook):
-    inv = inventory(pool["env"].flavour, quota=MAX_NODES * GPUS + 8)
+    inv = inventory(pool["env"].target, quota=MAX_NODES * GPUS + 8)
     run = run_playbook(PLAYBOOK, extra_vars={"inv": inv, "prometheus_url": lab.prometheus_url}, check=True)
     assert run.rc != 0
     assert "quotas ask for 40 nvidia.com/gpu on flavor %r" % FLAVOR in run.stdout, run.explain()
@@ -325,8 +238,8 @@ def test_quota_above_the_pools_maximum_is_refused(pool, lab, run_playbook):
 def test_template_without_the_flavors_labels_is_refused(pool, lab, run_playbook):
     env = pool["env"]
     # the inventory says the right labels, but the live template gives its nodes other ones
-    f = env.flavour
-    bad = dict(f.node_labels)
+    f = env.target
+    bad = node_labels(f)
     bad[f.pool_label] = "elsewhere"
     patch = ({"spec": {"template": {"spec": {"metadata": {"labels": bad}}}}} if f.openshift
              else {"spec": {"template": {"metadata": {"labels": bad}}}})
@@ -337,7 +250,7 @@ def test_template_without_the_flavors_labels_is_refused(pool, lab, run_playbook)
         assert "does not give its nodes the node labels of flavor" in run.stdout, run.explain()
         assert "%s=%s" % (f.pool_label, POOL) in run.stdout
     finally:
-        fix = dict(f.node_labels)
+        fix = node_labels(f)
         patch = ({"spec": {"template": {"spec": {"metadata": {"labels": fix}}}}} if f.openshift
                  else {"spec": {"template": {"metadata": {"labels": fix}}}})
         env.custom.patch_namespaced_custom_object(f.group, f.version, f.namespace, f.plural, TARGET, patch)
@@ -347,10 +260,10 @@ def test_four_jobs_grow_the_pool_to_four_nodes_and_back_to_zero(pool):
     env = pool["env"]
     names = ["wave1-%d" % i for i in range(4)]
     for name in names:
-        env.job(name, JOB_SECONDS)
-    admitted = wait_until(lambda: len([w for w in env.workloads() if cond_time(w, "Admitted")]) == 4 and env.workloads(),
+        env.job(name, GPUS, seconds=JOB_SECONDS)
+    admitted = wait_until(lambda: len([w for w in env.workloads() if true_since(w, "Admitted")]) == 4 and env.workloads(),
                           30, "four Workloads admitted (quota 32, the pool at 0 nodes)")
-    last_admission = max(cond_time(w, "Admitted") for w in admitted)
+    last_admission = max(true_since(w, "Admitted") for w in admitted)
     ready = wait_until(lambda: len(env.ready_pool_nodes()) == MAX_NODES and env.ready_pool_nodes(), UP_BOUND + 5,
                        "four Ready pool nodes")
     up = time.time() - last_admission
@@ -364,10 +277,10 @@ def test_four_jobs_grow_the_pool_to_four_nodes_and_back_to_zero(pool):
     nodes = [p.spec.node_name for p in pods if p.metadata.labels.get("job-name") in names]
     assert len(nodes) == 4 and len(set(nodes)) == 4 and set(nodes) <= set(ready), nodes
     for w in env.workloads():
-        assert not cond_time(w, "Evicted") and not cond_time(w, "Preempted"), w["status"]["conditions"]
+        assert not true_since(w, "Evicted") and not true_since(w, "Preempted"), w["status"]["conditions"]
     for name in names:
         assert (env.batch.read_namespaced_job(name, NS).status.failed or 0) == 0
-    finished = max(cond_time(w, "Finished") for w in env.workloads())
+    finished = max(true_since(w, "Finished") for w in env.workloads())
     wait_until(lambda: env.replicas() == 0 and not env.pool_nodes() and not env.machines(), DOWN_BOUND + 5,
                "the pool back at 0 nodes", interval=1)
     down = time.time() - finished
@@ -384,14 +297,14 @@ def test_six_jobs_never_more_than_four_nodes_and_the_second_wave_reuses_them(poo
     start = time.time()
     names = ["wave2-%d" % i for i in range(6)]
     for name in names:
-        env.job(name, JOB_SECONDS)
+        env.job(name, GPUS, seconds=JOB_SECONDS)
 
     def four_admitted_two_waiting():
         ws = env.workloads()
-        adm = [w for w in ws if cond_time(w, "Admitted")]
+        adm = [w for w in ws if true_since(w, "Admitted")]
         return len(ws) == 6 and len(adm) == 4 and ws
     ws = wait_until(four_admitted_two_waiting, 30, "four Workloads admitted, two waiting for quota")
-    waiting = {w["metadata"]["name"] for w in ws if not cond_time(w, "Admitted")}
+    waiting = {w["metadata"]["name"] for w in ws if not true_since(w, "Admitted")}
     assert len(waiting) == 2
     wait_until(lambda: len(env.ready_pool_nodes()) == MAX_NODES, UP_BOUND + 5, "four Ready pool nodes")
     first_nodes = set(env.ready_pool_nodes())
@@ -404,7 +317,7 @@ def test_six_jobs_never_more_than_four_nodes_and_the_second_wave_reuses_them(poo
     most = max(r for t_, r in pool["sampler"].samples if t_ >= start)
     assert most == MAX_NODES, "replicas went to %d" % most
     for w in env.workloads():
-        assert not cond_time(w, "Evicted"), w["status"]["conditions"]
+        assert not true_since(w, "Evicted"), w["status"]["conditions"]
     for name in names:
         env.batch.delete_namespaced_job(name, NS, propagation_policy="Background")
     wait_until(lambda: env.replicas() == 0 and not env.pool_nodes(), DOWN_BOUND + 5, "the pool back at 0 nodes", interval=1)
@@ -413,9 +326,9 @@ def test_six_jobs_never_more_than_four_nodes_and_the_second_wave_reuses_them(poo
 
 def test_scale_down_removes_exactly_the_idle_nodes(pool, run_playbook):
     env = pool["env"]
-    env.job("busy", 600)
+    env.job("busy", GPUS, seconds=600)
     for i in range(3):
-        env.job("short-%d" % i, 3)
+        env.job("short-%d" % i, GPUS, seconds=3)
     wait_until(lambda: len(env.ready_pool_nodes()) == MAX_NODES, UP_BOUND + 20, "four Ready pool nodes")
     wait_until(lambda: env.jobs_done(["short-0", "short-1", "short-2"]), 60, "the three short Jobs succeeded")
     busy_pod = [p for p in env.core.list_namespaced_pod(NS).items if p.metadata.labels.get("job-name") == "busy"][0]
@@ -458,7 +371,7 @@ TENANCY_TASK = "Reconcile the GPU tenancy"
 
 def test_the_tenants_role_applies_the_pools_and_prunes_a_removed_pool(pool, lab, run_playbook):
     env = pool["env"]
-    f = env.flavour
+    f = env.target
     inv = pool["inv"]
     role_vars = {"gpuaas_flavors": [inv["flavor"]], "gpuaas_tenants": inv["tenants"], "gpuaas_node_pools": inv["pools"],
                  "gpuaas_prometheus": {"url": lab.prometheus_url}, "gpuaas_tenants_lock": False}

@@ -22,19 +22,15 @@ One pool (0..2 nodes x 8 GPUs) feeds one flavor; the tenant has 16 GPUs of quota
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
-from kubernetes import client, config
-from conftest import component_enabled, local_play, wait_until
+from kubernetes import client
+from conftest import component_enabled, condition, lab_kubectl as kubectl, local_play, true_since, wait_until
+from pool_lab import MachineSimulator, PoolLab, PoolTarget
 
-REPO = Path(__file__).resolve().parents[2]
 S = uuid.uuid4().hex[:5]
 TENANT = NS = "npr-" + S
 FLAVOR = "npr-h100-" + S
@@ -49,48 +45,17 @@ NOT_FOUND = "Capacity is not found, CA will try to find it later."
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-class Target:
-    """The pool's target on either flavour of the lab (OpenShift MachineSet, Cluster API MachineDeployment)."""
-
-    def __init__(self, lab_flavor: str) -> None:
-        self.openshift = lab_flavor == "openshift"
-        if self.openshift:
-            self.kind, self.group, self.version, self.plural = "MachineSet", "machine.openshift.io", "v1beta1", "machinesets"
-            self.namespace, self.pool_label = "openshift-machine-api", "gpuaas.io/pool"
-            self.size_prefix = "machine.openshift.io/cluster-api-autoscaler-node-group-"
-        else:
-            self.kind, self.group, self.version, self.plural = ("MachineDeployment", "cluster.x-k8s.io", "v1beta2",
-                                                                "machinedeployments")
-            self.namespace, self.pool_label = "npr-machines-" + S, "node.cluster.x-k8s.io/gpuaas-pool"
-            self.size_prefix = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-"
-
-    def body(self) -> dict:
-        select = {"gpuaas.io/machine-pool": TARGET}
-        # scale-from-zero capacity (machine SIMULATOR) and the node group's size (what a MachineAutoscaler sets on
-        # OpenShift; on Cluster API the annotations themselves): the autoscaler reads max_nodes from here
-        annotations = {"capacity.cluster-autoscaler.kubernetes.io/gpu-count": str(GPUS),
-                       "capacity.cluster-autoscaler.kubernetes.io/gpu-type": "nvidia.com/gpu",
-                       self.size_prefix + "min-size": "0", self.size_prefix + "max-size": str(MAX_NODES)}
-        taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
-        meta = {"name": TARGET, "namespace": self.namespace, "annotations": annotations}
-        labels = {self.pool_label: POOL}
-        if self.openshift:
-            return {"apiVersion": "%s/%s" % (self.group, self.version), "kind": self.kind, "metadata": meta,
-                    "spec": {"replicas": 0, "selector": {"matchLabels": select},
-                             "template": {"metadata": {"labels": select},
-                                          "spec": {"metadata": {"labels": labels}, "taints": taints,
-                                                   "providerSpec": {"value": {"apiVersion": "lab.gpuaas.io/v1",
-                                                                              "kind": "KwokProviderSpec"}}}}}}
-        return {"apiVersion": "%s/%s" % (self.group, self.version), "kind": self.kind, "metadata": meta,
-                "spec": {"clusterName": "lab", "replicas": 0, "selector": {"matchLabels": select},
-                         "template": {"metadata": {"labels": dict(select, **labels)},
-                                      "spec": {"clusterName": "lab", "bootstrap": {"dataSecretName": "lab-bootstrap"},
-                                               "infrastructureRef": {"apiGroup": "infrastructure.lab.gpuaas.io",
-                                                                     "kind": "KwokMachineTemplate", "name": "kwok"},
-                                               "taints": [dict(t_, propagation="Always") for t_ in taints]}}}}
+def target_body(target: PoolTarget) -> dict:
+    """The pool's target at 0 nodes of 8 GPUs: scale-from-zero capacity (machine SIMULATOR) and the node group's size
+    (what a MachineAutoscaler sets on OpenShift; on Cluster API the annotations themselves): the autoscaler reads
+    max_nodes from here."""
+    return target.body({target.pool_label: POOL}, {
+        "capacity.cluster-autoscaler.kubernetes.io/gpu-count": str(GPUS),
+        "capacity.cluster-autoscaler.kubernetes.io/gpu-type": "nvidia.com/gpu",
+        target.size_prefix + "min-size": "0", target.size_prefix + "max-size": str(MAX_NODES)})
 
 
-def inventory(target: Target) -> dict:
+def inventory(target: PoolTarget) -> dict:
     return {"flavor": {"name": FLAVOR, "node_labels": {target.pool_label: POOL}, "tolerations": [TOLERATION]},
             "tenants": [{"name": TENANT, "namespaces": [NS], "access": {"users": ["nlp-team"]},
                          "quotas": [{"flavor": FLAVOR, "resources": {"nvidia.com/gpu": MAX_NODES * GPUS}}]}],
@@ -140,25 +105,11 @@ OFFBOARD = local_play("""
 """) % TENANT
 
 
-class Env:
+class Env(PoolLab):
+    """The lab for this suite's pool (Kueue's ProvisioningRequests grow it)."""
+
     def __init__(self, lab) -> None:
-        api = config.new_client_from_config(config_file=lab.kubeconfig, context=lab.admin_context)
-        self.core = client.CoreV1Api(api)
-        self.batch = client.BatchV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
-        self.lab = lab
-        self.target = Target(lab.flavor)
-
-    def replicas(self) -> int:
-        t_ = self.target
-        return int(self.custom.get_namespaced_custom_object(t_.group, t_.version, t_.namespace, t_.plural,
-                                                            TARGET)["spec"].get("replicas") or 0)
-
-    def pool_nodes(self) -> list:
-        return [n.metadata.name for n in self.core.list_node(label_selector="%s=%s" % (self.target.pool_label, POOL)).items]
-
-    def workloads(self) -> list:
-        return self.custom.list_namespaced_custom_object(*KUEUE, NS, "workloads")["items"]
+        super().__init__(lab, PoolTarget(lab.flavor, TARGET, POOL, "npr-machines-" + S), NS)
 
     def workload_of(self, job: str) -> dict | None:
         return next((w for w in self.workloads()
@@ -170,35 +121,9 @@ class Env:
         return [r for r in self.custom.list_namespaced_custom_object(PR[0], PR[1], NS, PR[2])["items"]
                 if any(o.get("uid") == workload["metadata"]["uid"] for o in r["metadata"].get("ownerReferences") or [])]
 
-    def job(self, name: str, pods: int, gpus: int) -> None:
-        self.batch.create_namespaced_job(NS, {
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "default"}},
-            "spec": {"parallelism": pods, "completions": pods, "backoffLimit": 0, "template": {
-                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}},
-                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [{
-                    "name": "train", "image": "registry.invalid/lab/train:1",
-                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}}})
-
-
-def condition(obj: dict | None, kind: str) -> dict | None:
-    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
-
-
-def true_since(obj: dict | None, kind: str) -> float | None:
-    c = condition(obj, kind)
-    if not c or c["status"] != "True":
-        return None
-    return dt.datetime.strptime(c["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
-
 
 def check_state(workload: dict | None) -> dict:
     return next((c for c in ((workload or {}).get("status") or {}).get("admissionChecks") or [] if c["name"] == CHECK), {})
-
-
-def kubectl(lab, *args: str, context: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    cmd = [str(lab.dir / "bin" / "kubectl"), "--kubeconfig", lab.kubeconfig, "--context", context]
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, input=stdin, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -213,13 +138,8 @@ def pool(lab, run_playbook):
     except client.ApiException as exc:
         pytest.fail("the lab does not serve %s.%s/%s (%s): lab.sh loads it with the CRDs; restart the lab"
                     % (PR[2], PR[0], PR[1], exc.reason))
-    if not t_.openshift:
-        env.core.create_namespace({"metadata": {"name": t_.namespace}})
-    env.custom.create_namespaced_custom_object(t_.group, t_.version, t_.namespace, t_.plural, t_.body())
-    log = open(lab.dir / "logs" / ("machine-simulator-%s.log" % S), "w")
-    sim = subprocess.Popen([sys.executable, str(REPO / "lab" / "simulators" / "machine_simulator.py"),
-                            "--kubeconfig", str(lab.dir / "lab-tools.kubeconfig"), "--kinds", t_.kind, "--only", TARGET,
-                            "--provision-seconds", "1"], stdout=log, stderr=subprocess.STDOUT)
+    env.create_target(target_body(t_))
+    sim = MachineSimulator(lab, t_, lab.dir / "logs" / ("machine-simulator-%s.log" % S), provision_seconds=1)
     inv = inventory(t_)
     try:
         run = run_playbook(PLAYBOOK, extra_vars={"inv": inv})
@@ -233,22 +153,20 @@ def pool(lab, run_playbook):
         for job in [j.metadata.name for j in env.batch.list_namespaced_job(NS).items]:
             env.batch.delete_namespaced_job(job, NS, propagation_policy="Background")
         offboard = run_playbook(OFFBOARD, extra_vars={"inv": inv})
-        sim_cleanup(env, sim, log)
+        sim_cleanup(env, sim)
     assert offboard.rc == 0, offboard.explain()
 
 
-def sim_cleanup(env: Env, sim: subprocess.Popen, log) -> None:
+def sim_cleanup(env: Env, sim: MachineSimulator) -> None:
     t_ = env.target
     for job in [j.metadata.name for j in env.batch.list_namespaced_job(NS).items]:
         env.batch.delete_namespaced_job(job, NS, propagation_policy="Background")
     try:  # the machine SIMULATOR removes the machines and nodes, then the target goes
         env.custom.patch_namespaced_custom_object(t_.group, t_.version, t_.namespace, t_.plural, TARGET,
                                                   {"spec": {"replicas": 0}})
-        wait_until(lambda: not env.pool_nodes(), 30, "the pool's nodes gone")
+        wait_until(lambda: not env.pool_node_names(), 30, "the pool's nodes gone")
     finally:
-        sim.terminate()
-        sim.wait(10)
-        log.close()
+        sim.stop()
         for call in (lambda: env.custom.delete_namespaced_custom_object(t_.group, t_.version, t_.namespace, t_.plural, TARGET),
                      lambda: env.custom.delete_cluster_custom_object(*KUEUE, "admissionchecks", CHECK),
                      lambda: env.custom.delete_cluster_custom_object(*KUEUE, "provisioningrequestconfigs", CHECK),
@@ -257,7 +175,7 @@ def sim_cleanup(env: Env, sim: subprocess.Popen, log) -> None:
                 call()
             except client.ApiException:
                 pass
-        for n in env.pool_nodes():
+        for n in env.pool_node_names():
             env.core.delete_node(n)
         if not t_.openshift:
             env.core.delete_namespace(t_.namespace)
@@ -274,7 +192,7 @@ def test_the_check_comes_from_the_inventory(pool):
     # no KEDA object for such a pool
     scaled = env.custom.list_namespaced_custom_object("keda.sh", "v1alpha1", env.target.namespace, "scaledobjects")
     assert not [s for s in scaled["items"] if s["metadata"]["name"] == "gpuaas-pool-" + POOL]
-    assert env.replicas() == 0 and env.pool_nodes() == []
+    assert env.replicas() == 0 and env.pool_node_names() == []
 
 
 def test_admission_waits_until_the_nodes_are_provisioned(pool):
@@ -292,7 +210,7 @@ def test_admission_waits_until_the_nodes_are_provisioned(pool):
     assert true_since(admitted, "QuotaReserved") <= provisioned  # quota first, then the request, then admission
     assert check_state(admitted)["state"] == "Ready"
     assert env.replicas() == MAX_NODES
-    nodes = wait_until(lambda: len(env.pool_nodes()) == MAX_NODES and env.pool_nodes(), 30, "two pool nodes")
+    nodes = wait_until(lambda: len(env.pool_node_names()) == MAX_NODES and env.pool_node_names(), 30, "two pool nodes")
 
     def running():
         pods = env.core.list_namespaced_pod(NS, label_selector="job-name=two").items

@@ -28,25 +28,22 @@ One scenario, in order (the tests share it):
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 
 import pytest
-from kubernetes.dynamic.exceptions import NotFoundError
 from conftest import kube_get as get, kube_items as items, kube_resource as res, wait_until
-from conftest import LIMITED_TENANTS_PLAY as TENANTS_PLAY, require_component
-from conftest import condition as cond, cq_gpu_usage, idle_reclaim_run, lab_kubectl as kubectl
+from conftest import grant_tenant_users, idle_reclaim_account, lender_borrower_inventory, limited_tenancy
+from conftest import require_component
+from conftest import condition as cond, cq_gpu_usage, idle_reclaim_run, kwok_job, lab_kubectl as kubectl
 from conftest import request_as_token as as_token
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KUEUE = "kueue.x-k8s.io/v1beta2"
 NOTEBOOK = "kubeflow.org/v1"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 STOP = "kubeflow-resource-stopped"  # the notebook controller's annotation (upstream culler.go STOP_ANNOTATION)
 STATE = "gpuaas.io/idle-reclaim"
 WAKE = "gpuaas.io/wake"
-KWOK_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 H100 = "NVIDIA-H100-80GB-HBM3"
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 WINDOW, COOLDOWN, SCRAPE = 10, 60, 5  # the lab's Prometheus scrapes every 5 s (lab/lab.sh)
@@ -57,35 +54,14 @@ NS_A, NS_B = T_A, T_B
 FLAVOR, COHORT = "nb-h100-" + S, "nb-co-" + S
 ALICE, THEIRS = "alice", "theirs"
 
-# alice (group nlp-team) may write Notebooks in her namespace only; Kubeflow and OpenShift AI grant this through
-# their own aggregated roles, which the lab does not install: a cluster admin grants it, as test_ray_idle_reclaim does
-NOTEBOOK_USER_ROLE = {
-    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "notebook-user", "namespace": NS_A},
-    "rules": [{"apiGroups": ["kubeflow.org"], "resources": ["notebooks"],
-               "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]}
-NOTEBOOK_USER_BINDING = {
-    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "notebook-user", "namespace": NS_A},
-    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "notebook-user"},
-    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "nlp-team"}]}
-
 
 def entry(name: str) -> dict:
     return {"name": name, "target": {"kind": "Notebook", "name": name},
             "idle_scale_to_zero": {"after_seconds": WINDOW, "utilization_threshold": 1}, "cooldown_period": COOLDOWN}
 
 
-INVENTORY = {
-    "gpuaas_flavors": [{"name": FLAVOR, "node_labels": {"nvidia.com/gpu.product": H100}, "tolerations": [TOLERATION]}],
-    "gpuaas_cohorts": [{"name": COHORT}],
-    "gpuaas_tenants": [
-        {"name": T_A, "namespaces": [NS_A], "cohort": COHORT, "access": {"users": ["nlp-team"]},
-         "quotas": [{"flavor": FLAVOR, "resources": {"nvidia.com/gpu": 1, "cpu": 8, "memory": "16Gi"}}],
-         "preemption": {"reclaim_within_cohort": "Any"}, "autoscaling": [entry(ALICE)]},
-        {"name": T_B, "namespaces": [NS_B], "cohort": COHORT,
-         "quotas": [{"flavor": FLAVOR, "resources": {"nvidia.com/gpu": 0, "cpu": 4, "memory": "8Gi"}}],
-         "autoscaling": [entry(THEIRS)]},
-    ],
-}
+INVENTORY = lender_borrower_inventory(FLAVOR, COHORT, T_A, T_B, {"nvidia.com/gpu": 1, "cpu": 8, "memory": "16Gi"},
+                                      [entry(ALICE)], [entry(THEIRS)])
 
 
 def notebook(name: str, namespace: str, annotations: dict | None = None) -> dict:
@@ -98,16 +74,6 @@ def notebook(name: str, namespace: str, annotations: dict | None = None) -> dict
                 "terminationGracePeriodSeconds": 0, "tolerations": [TOLERATION],
                 "containers": [{"name": name, "image": "registry.invalid/lab/jupyter:1",
                                 "resources": {"requests": dict(limits), "limits": limits}}]}}}}
-
-
-def batch_job(name: str) -> dict:
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": NS_B, "labels": {QUEUE_LABEL: "default"}},
-            "spec": {"backoffLimit": 0, "template": {
-                "metadata": {"annotations": {KWOK_DELAY: "3600s"}},
-                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "tolerations": [TOLERATION],
-                         "containers": [{"name": "train", "image": "registry.invalid/lab/train:1",
-                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
 
 
 def annotations(kube, name: str = ALICE, namespace: str = NS_A) -> dict:
@@ -142,34 +108,21 @@ def scenario(lab, kube, run_playbook):
         pytest.fail("the lab serves no Notebook CRD (lab/crds/kubeflow): make lab-down, then make lab-up")
     state: dict = {"t0": time.monotonic()}
     try:
-        run = run_playbook(TENANTS_PLAY, extra_vars=dict(INVENTORY, gpuaas_prometheus={"url": lab.prometheus_url}))
-        assert run.rc == 0, run.explain()
-        for obj in (NOTEBOOK_USER_ROLE, NOTEBOOK_USER_BINDING):
-            out = kubectl(lab, "apply", "--server-side", "--field-manager=itnb", "-f", "-", stdin=json.dumps(obj))
+        with limited_tenancy(lab, kube, run_playbook, INVENTORY):
+            # alice (group nlp-team) may write Notebooks in her namespace only; Kubeflow and OpenShift AI grant this
+            # through their own aggregated roles, which the lab does not install: a cluster admin grants it
+            grant_tenant_users(lab, NS_A, "notebook-user", "kubeflow.org", "notebooks", field_manager="itnb")
+            out = kubectl(lab, "create", "-o", "json", "-f", "-", context=lab.tenant_context,
+                          stdin=json.dumps(notebook(ALICE, NS_A)))
             assert out.returncode == 0, out.stderr
-        out = kubectl(lab, "create", "-o", "json", "-f", "-", context=lab.tenant_context,
-                      stdin=json.dumps(notebook(ALICE, NS_A)))
-        assert out.returncode == 0, out.stderr
-        state["uid"] = json.loads(out.stdout)["metadata"]["uid"]
-        # nb-b's workbench, stopped by its user from the start (the dashboard's Stop), a wake value already set
-        out = kubectl(lab, "create", "-o", "json", "-f", "-", stdin=json.dumps(notebook(
-            THEIRS, NS_B, {STOP: "2026-12-03T09:00:00Z", WAKE: "please"})))
-        assert out.returncode == 0, out.stderr
-        wait_until(lambda: running_pod(kube), 90, "alice's workbench pod admitted and Running")
-        yield state
+            state["uid"] = json.loads(out.stdout)["metadata"]["uid"]
+            # nb-b's workbench, stopped by its user from the start (the dashboard's Stop), a wake value already set
+            out = kubectl(lab, "create", "-o", "json", "-f", "-", stdin=json.dumps(notebook(
+                THEIRS, NS_B, {STOP: "2026-12-03T09:00:00Z", WAKE: "please"})))
+            assert out.returncode == 0, out.stderr
+            wait_until(lambda: running_pod(kube), 90, "alice's workbench pod admitted and Running")
+            yield state
     finally:
-        for ns in (NS_A, NS_B):
-            try:
-                res(kube, "v1", "Namespace").delete(name=ns)
-            except NotFoundError:
-                pass
-        wait_until(lambda: all(get(kube, "v1", "Namespace", n) is None for n in (NS_A, NS_B)), 180,
-                   "the test namespaces to be gone")
-        for kind, name in (("ClusterQueue", T_A), ("ClusterQueue", T_B), ("Cohort", COHORT), ("ResourceFlavor", FLAVOR)):
-            try:
-                res(kube, KUEUE, kind).delete(name=name)
-            except NotFoundError:
-                pass
         print("notebook idle reclaim scenario: %.1f s" % (time.monotonic() - state["t0"]))
 
 
@@ -215,7 +168,8 @@ def test_an_idle_workbench_is_stopped_and_its_gpu_is_borrowed(scenario, lab, kub
     # the StatefulSet stays at 0 (the controller now wants 0 as well)
     time.sleep(2)
     assert sts_replicas(kube) == 0
-    res(kube, "batch/v1", "Job").create(body=batch_job("borrow"), namespace=NS_B)
+    borrow = kwok_job({"nvidia.com/gpu": "1"}, name="borrow", tolerations=[TOLERATION], grace_seconds=0)
+    res(kube, "batch/v1", "Job").create(body=borrow, namespace=NS_B)
     wait_until(lambda: gpu_usage(kube, T_B) == 1, 60, "nb-b's Job admitted on the freed GPU (borrowed)")
 
 
@@ -252,7 +206,6 @@ def test_a_tenant_user_cannot_stop_or_wake_another_tenants_workbench(scenario, l
 
 
 RECLAIM_SA, RECLAIM_SA_NS = "nb-reclaim-" + S, "nb-sa-" + S
-RBAC_PLAYBOOK = os.path.join(REPO, "playbooks", "automation_rbac.yml")
 FENCE = "gpuaas-automation-notebook-reclaim-fence"
 
 
@@ -262,13 +215,7 @@ def test_the_reclaim_account_may_change_only_the_stop_annotation_and_its_record(
     user stopped."""
     from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import notebook_reclaim  # the built collection
 
-    setup = run_playbook(RBAC_PLAYBOOK, extra_vars=dict(INVENTORY, gpuaas_automation_rbac_accounts=[
-        {"name": RECLAIM_SA, "namespace": RECLAIM_SA_NS, "playbooks": ["ray_idle_reclaim"]}]))
-    try:
-        assert setup.rc == 0, setup.explain()
-        out = kubectl(lab, "-n", RECLAIM_SA_NS, "create", "token", RECLAIM_SA, "--duration=1h")
-        assert out.returncode == 0, out.stderr
-        token = out.stdout.strip()
+    with idle_reclaim_account(lab, run_playbook, INVENTORY, RECLAIM_SA, RECLAIM_SA_NS) as token:
         live = get(kube, NOTEBOOK, "Notebook", ALICE, NS_A)
         path = "/apis/kubeflow.org/v1/namespaces/%s/notebooks/%s" % (NS_A, ALICE)
         apply = path + "?fieldManager=gpuaas.platform&force=true&dryRun=All"
@@ -296,8 +243,3 @@ def test_the_reclaim_account_may_change_only_the_stop_annotation_and_its_record(
         assert as_token(lab, token, "DELETE", path + "?dryRun=All")[0] == 403
         assert as_token(lab, token, "GET", "/apis/kubeflow.org/v1/namespaces/default/notebooks")[0] == 403
         assert get(kube, NOTEBOOK, "Notebook", ALICE, NS_A)["metadata"]["annotations"] == live["metadata"]["annotations"]
-    finally:
-        for kinds in ("clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings",
-                      "rolebindings"):
-            kubectl(lab, "delete", kinds, "-A", "-l", "app.kubernetes.io/component=automation-rbac", "--wait=false")
-        kubectl(lab, "delete", "namespace", RECLAIM_SA_NS, "--ignore-not-found", "--wait=false")

@@ -31,11 +31,11 @@ import time
 import uuid
 
 import pytest
-from kubernetes.dynamic.exceptions import NotFoundError
 from conftest import kube_get as get, kube_items as items, kube_resource as res, wait_until
 from test_ray_workloads import kuberay  # noqa: F401  pylint: disable=unused-import
-from conftest import LIMITED_TENANTS_PLAY as TENANTS_PLAY, require_component
-from conftest import condition as cond, cq_gpu_usage, idle_reclaim_run, lab_kubectl as kubectl
+from conftest import grant_tenant_users, idle_reclaim_account, lender_borrower_inventory, limited_tenancy
+from conftest import require_component
+from conftest import condition as cond, cq_gpu_usage, idle_reclaim_run, kwok_job, lab_kubectl as kubectl
 from conftest import request_as_token as as_token
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -46,8 +46,6 @@ REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
 STATE = "gpuaas.io/idle-reclaim"
 WAKE = "gpuaas.io/wake"
 UTIL = "lab.gpuaas.io/gpu-util"
-KWOK_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
-H100 = "NVIDIA-H100-80GB-HBM3"
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 IMAGE = "registry.invalid/lab/ray:2.52.0"
 WINDOW, COOLDOWN, SCRAPE = 10, 60, 5  # the lab's Prometheus scrapes every 5 s (lab/lab.sh); the cooldown outlasts the test
@@ -60,35 +58,14 @@ NS_A, NS_B = T_A, T_B
 FLAVOR, COHORT = "rr-h100-" + S, "rr-co-" + S
 IDLE, BUSY, THEIRS = "idle", "busy", "theirs"
 
-# alice (group nlp-team) may write Ray objects in her namespace only; the tenants role's `edit` does not aggregate
-# ray.io (KubeRay ships no aggregate-to-edit roles): a cluster admin grants it, as in test_ray_workloads.py
-RAY_USER_ROLE = {
-    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "ray-user", "namespace": NS_A},
-    "rules": [{"apiGroups": ["ray.io"], "resources": ["rayclusters"],
-               "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]}
-RAY_USER_BINDING = {
-    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "ray-user", "namespace": NS_A},
-    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ray-user"},
-    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "nlp-team"}]}
-
 
 def entry(name: str) -> dict:
     return {"name": name, "target": {"kind": "RayCluster", "name": name}, "worker_groups": ["gpu"],
             "idle_scale_to_zero": {"after_seconds": WINDOW, "utilization_threshold": 1}, "cooldown_period": COOLDOWN}
 
 
-INVENTORY = {
-    "gpuaas_flavors": [{"name": FLAVOR, "node_labels": {"nvidia.com/gpu.product": H100}, "tolerations": [TOLERATION]}],
-    "gpuaas_cohorts": [{"name": COHORT}],
-    "gpuaas_tenants": [
-        {"name": T_A, "namespaces": [NS_A], "cohort": COHORT, "access": {"users": ["nlp-team"]},
-         "quotas": [{"flavor": FLAVOR, "resources": {"nvidia.com/gpu": 3, "cpu": 16, "memory": "32Gi"}}],
-         "preemption": {"reclaim_within_cohort": "Any"}, "autoscaling": [entry(IDLE), entry(BUSY)]},
-        {"name": T_B, "namespaces": [NS_B], "cohort": COHORT,
-         "quotas": [{"flavor": FLAVOR, "resources": {"nvidia.com/gpu": 0, "cpu": 4, "memory": "8Gi"}}],
-         "autoscaling": [entry(THEIRS)]},
-    ],
-}
+INVENTORY = lender_borrower_inventory(FLAVOR, COHORT, T_A, T_B, {"nvidia.com/gpu": 3, "cpu": 16, "memory": "32Gi"},
+                                      [entry(IDLE), entry(BUSY)], [entry(THEIRS)])
 
 RECLAIM_PLAYBOOK = os.path.join(REPO, "playbooks", "ray_idle_reclaim.yml")
 
@@ -110,16 +87,6 @@ def raycluster(name: str, namespace: str, workers: int, util: int) -> dict:
                                            "template": {"metadata": {"annotations": {UTIL: str(util)}},
                                                         "spec": {"tolerations": [TOLERATION],
                                                                  "containers": [container("ray-worker", 1)]}}}]}}
-
-
-def batch_job(name: str) -> dict:
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": NS_B, "labels": {QUEUE_LABEL: "default"}},
-            "spec": {"backoffLimit": 0, "template": {
-                "metadata": {"annotations": {KWOK_DELAY: "3600s"}},
-                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "tolerations": [TOLERATION],
-                         "containers": [{"name": "train", "image": "registry.invalid/lab/train:1",
-                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
 
 
 def cluster(kube, name: str, namespace: str = NS_A) -> dict:
@@ -162,12 +129,10 @@ def reclaim(run_playbook, lab) -> dict:
 def scenario(lab, kube, run_playbook, kuberay):  # pylint: disable=redefined-outer-name,unused-argument
     require_component(lab, "kueue")
     state: dict = {}
-    try:
-        run = run_playbook(TENANTS_PLAY, extra_vars=dict(INVENTORY, gpuaas_prometheus={"url": lab.prometheus_url}))
-        assert run.rc == 0, run.explain()
-        for obj in (RAY_USER_ROLE, RAY_USER_BINDING):
-            out = kubectl(lab, "apply", "--server-side", "--field-manager=itray", "-f", "-", stdin=json.dumps(obj))
-            assert out.returncode == 0, out.stderr
+    with limited_tenancy(lab, kube, run_playbook, INVENTORY):
+        # alice (group nlp-team) may write Ray objects in her namespace only; the tenants role's `edit` does not
+        # aggregate ray.io (KubeRay ships no aggregate-to-edit roles): a cluster admin grants it
+        grant_tenant_users(lab, NS_A, "ray-user", "ray.io", "rayclusters", field_manager="itray")
         for name, workers, util in ((IDLE, 2, 0), (BUSY, 1, 80)):  # alice's clusters, made by alice
             out = kubectl(lab, "create", "-o", "json", "-f", "-", context=lab.tenant_context,
                           stdin=json.dumps(raycluster(name, NS_A, workers, util)))
@@ -185,19 +150,6 @@ def scenario(lab, kube, run_playbook, kuberay):  # pylint: disable=redefined-out
         state["head"] = pods_of(kube, IDLE, "head")[0]["metadata"]["uid"]
         state["theirs"] = cluster(kube, THEIRS, NS_B)
         yield state
-    finally:
-        for ns in (NS_A, NS_B):
-            try:
-                res(kube, "v1", "Namespace").delete(name=ns)
-            except NotFoundError:
-                pass
-        wait_until(lambda: all(get(kube, "v1", "Namespace", n) is None for n in (NS_A, NS_B)), 180,
-                   "the test namespaces to be gone")
-        for kind, name in (("ClusterQueue", T_A), ("ClusterQueue", T_B), ("Cohort", COHORT), ("ResourceFlavor", FLAVOR)):
-            try:
-                res(kube, KUEUE, kind).delete(name=name)
-            except NotFoundError:
-                pass
 
 
 def test_an_idle_raycluster_gives_its_gpus_back_and_a_busy_one_is_never_touched(scenario, lab, kube, run_playbook):
@@ -235,7 +187,8 @@ def test_an_idle_raycluster_gives_its_gpus_back_and_a_busy_one_is_never_touched(
 
     # another tenant's jobs are admitted on the freed GPUs (borrowed: rr-b has none of its own)
     for i in range(2):
-        res(kube, "batch/v1", "Job").create(body=batch_job("borrow-%d" % i), namespace=NS_B)
+        borrow = kwok_job({"nvidia.com/gpu": "1"}, name="borrow-%d" % i, tolerations=[TOLERATION], grace_seconds=0)
+        res(kube, "batch/v1", "Job").create(body=borrow, namespace=NS_B)
     wait_until(lambda: len([w for w in items(kube, KUEUE, "Workload", NS_B)
                             if w["metadata"]["name"].startswith("job-borrow-") and cond(w, "Admitted").get("status") == "True"]) == 2,
                60, "rr-b's two Jobs to be admitted on the freed GPUs")
@@ -319,27 +272,14 @@ def test_a_tenant_user_cannot_wake_or_scale_another_tenants_cluster_nor_escape_h
 
 
 RECLAIM_SA, RECLAIM_SA_NS = "rr-reclaim-" + S, "rr-sa-" + S
-RBAC_PLAYBOOK = os.path.join(REPO, "playbooks", "automation_rbac.yml")
 FENCE = "gpuaas-automation-ray-reclaim-fence"
 
 
 @pytest.fixture
 def reclaim_account(lab, run_playbook):
     """The ray_idle_reclaim account, made by playbooks/automation_rbac.yml from the test inventory (as the admin)."""
-    rbac_vars = dict(INVENTORY, gpuaas_automation_rbac_accounts=[
-        {"name": RECLAIM_SA, "namespace": RECLAIM_SA_NS, "playbooks": ["ray_idle_reclaim"]}])
-    setup = run_playbook(RBAC_PLAYBOOK, extra_vars=rbac_vars)
-    try:
-        assert setup.rc == 0, setup.explain()
-        out = kubectl(lab, "-n", RECLAIM_SA_NS, "create", "token", RECLAIM_SA, "--duration=1h")
-        assert out.returncode == 0, out.stderr
-        yield out.stdout.strip()
-    finally:
-        # what the role made, by its label (the role's own state=absent path is test_least_privilege's teardown)
-        for kinds in ("clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings",
-                      "rolebindings"):
-            kubectl(lab, "delete", kinds, "-A", "-l", "app.kubernetes.io/component=automation-rbac", "--wait=false")
-        kubectl(lab, "delete", "namespace", RECLAIM_SA_NS, "--ignore-not-found", "--wait=false")
+    with idle_reclaim_account(lab, run_playbook, INVENTORY, RECLAIM_SA, RECLAIM_SA_NS) as token:
+        yield token
 
 
 def test_the_reclaim_account_runs_the_schedule_and_may_change_only_the_worker_replicas(

@@ -316,6 +316,19 @@ class FakeClient:
     def served(self, group_version: str) -> bool:
         return group_version in self.kinds
 
+    def serve(self, api_version: str, kind: str, plural: str, namespaced: bool = True) -> "FakeClient":
+        """Serve one more kind (a CRD installed on the cluster, a core kind the tests need); returns the client."""
+        self.kinds.setdefault(api_version, {})[kind] = (plural, namespaced)
+        return self
+
+    def seed(self, *objects: t.Dict[str, t.Any]) -> "FakeClient":
+        """Store copies of ``objects`` as they are (no managedFields, no defaulting, no write recorded): what is on
+        the cluster before the test; returns the client."""
+        for obj in objects:
+            meta = obj["metadata"]
+            self.store[(obj["kind"], meta.get("namespace") or "", meta["name"])] = copy.deepcopy(obj)
+        return self
+
     def resource(self, api_version: str, kind: str) -> FakeResource:
         if api_version not in self.kinds or kind not in self.kinds[api_version]:
             group = api_version.split("/")[0]

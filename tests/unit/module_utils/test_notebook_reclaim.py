@@ -5,7 +5,6 @@ decisions, and the run against the fake API server with a fake clock (what is wr
 
 from __future__ import annotations
 
-import copy
 import datetime
 import json
 
@@ -15,14 +14,12 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.errors import Gpua
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.autoscaling import parse_autoscaling, ray_reclaim_namespaces
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.model import TenantModel
 from ansible_collections.gpuaas.platform.plugins.module_utils.inventory.validator import InventoryError
-from ansible_collections.gpuaas.platform.plugins.module_utils.kube.engine import ApplyEngine
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests import notebook_reclaim as nr
 from ansible_collections.gpuaas.platform.plugins.module_utils.manifests.tenancy import desired_objects
-from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.ray_reclaim_runner import RayReclaimRun, opted_in
-from .fake_kube import FakeClient
+from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.ray_reclaim_runner import opted_in
+from .reclaim_fakes import NOW, reclaim_cluster, reclaim_run
 
 PROM = "http://prometheus:9090"
-NOW = 1_800_000_000.0
 STOP = "kubeflow-resource-stopped"  # the notebook controller's annotation, written here as upstream spells it
 RECORD = "gpuaas.io/idle-reclaim"
 WAKE = "gpuaas.io/wake"
@@ -66,30 +63,13 @@ def pod(name="alice", started=HOUR_AGO, phase="Running"):
             "status": {"phase": phase, "startTime": started}}
 
 
-class FakePrometheus:
-    def __init__(self, util):
-        self.util = util
-        self.queries = []
-
-    def query(self, promql):
-        self.queries.append(promql)
-        return {"result": [{"metric": {"pod": p}, "value": [NOW, str(v)]} for p, v in self.util.items()]}
-
-
 def fake_cluster(*objects):
-    client = FakeClient()
-    client.kinds["kubeflow.org/v1"] = {"Notebook": ("notebooks", True)}
-    client.kinds["ray.io/v1"] = {"RayCluster": ("rayclusters", True)}
-    client.kinds["v1"]["Pod"] = ("pods", True)
-    for obj in objects:
-        client.store[(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])] = copy.deepcopy(obj)
-    return client
+    return reclaim_cluster(*objects, notebooks=True)
 
 
 def run(client, util, now=NOW, entries=None, check_mode=False, scrape=5):
-    engine = ApplyEngine(client, check_mode=check_mode)
     entries = entries if entries is not None else opted_in(model_of(entry()))
-    return RayReclaimRun(client, FakePrometheus(util), engine, scrape, clock=lambda: now).run(entries, diff=True)
+    return reclaim_run(client, util, entries, now, check_mode, scrape)
 
 
 def stored(client, name="alice"):

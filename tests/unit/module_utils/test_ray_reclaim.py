@@ -22,10 +22,9 @@ from ansible_collections.gpuaas.platform.plugins.module_utils.reconcile.ray_recl
     opted_in,
     run_ray_reclaim,
 )
-from .fake_kube import FakeClient
+from .reclaim_fakes import NOW, FakePrometheus, reclaim_cluster as fake_cluster, reclaim_run
 
 PROM = "http://prometheus:9090"
-NOW = 1_800_000_000.0
 HOUR_AGO = rr.iso(NOW - 3600)
 
 
@@ -236,29 +235,9 @@ def test_no_reclaim_within_the_cooldown_after_a_wake():
 
 
 # --- the run against the fake API server ------------------------------------------------------------------------
-class FakePrometheus:
-    def __init__(self, util):
-        self.util = util
-        self.queries = []
-
-    def query(self, promql):
-        self.queries.append(promql)
-        return {"result": [{"metric": {"pod": p}, "value": [NOW, str(v)]} for p, v in self.util.items()]}
-
-
-def fake_cluster(*objects):
-    client = FakeClient()
-    client.kinds["ray.io/v1"] = {"RayCluster": ("rayclusters", True)}
-    client.kinds["v1"]["Pod"] = ("pods", True)
-    for obj in objects:
-        client.store[(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])] = copy.deepcopy(obj)
-    return client
-
-
 def run(client, util, check_mode=False, entries=None, now=NOW):
-    engine = ApplyEngine(client, check_mode=check_mode)
     entries = entries if entries is not None else opted_in(model_of(entry()))
-    return RayReclaimRun(client, FakePrometheus(util), engine, 5, clock=lambda: now).run(entries, diff=True)
+    return reclaim_run(client, util, entries, now, check_mode)
 
 
 def test_the_run_reclaims_an_idle_cluster_once_and_leaves_a_busy_one_and_the_head_alone():
