@@ -43,7 +43,7 @@ def test_a_failed_pass_is_retried_at_the_next_one():
 def test_once_runs_one_pass_and_raises_its_error():
     one_pass, calls = passes(None)
     assert sim_loop.run(one_pass, interval=0, once=True) == 0 and len(calls) == 1
-    failing, _ = passes(ApiException(status=500, reason="boom"))
+    failing = passes(ApiException(status=500, reason="boom"))[0]
     with pytest.raises(ApiException):
         sim_loop.run(failing, interval=0, once=True)
 
