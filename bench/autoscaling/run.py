@@ -37,8 +37,6 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import poll  # noqa: E402  (bench/poll.py)
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import results_meta  # noqa: E402  (bench/results_meta.py)
 
 REPO = Path(__file__).resolve().parents[2]
