@@ -134,7 +134,7 @@ def test_gpu_utilization_exact_numbers(gpu_workloads, run_playbook):
     assert ("min_utilization", IDLE_TENANT) in violations and ("min_utilization", BUSY_TENANT) not in violations
     message = violations[("min_utilization", IDLE_TENANT)]["message"]
     assert message.startswith("tenant %s: average GPU utilization 0%% over the last 30s is below the minimum 50%%" % IDLE_TENANT)
-    assert "gpu-h100-1 GPU %s (%s/notebook-0) 0%%" % (notebook["gpu"], IDLE_NS) in message
+    assert "gpu-h100-1 GPU %s (%s/notebook-0) 0%%" % (notebook["gpu"], IDLE_NS) in message, message
     idle_violation = violations[("max_idle_gpus", None)]
     assert "held by %s/notebook-0 of tenant %s" % (IDLE_NS, IDLE_TENANT) in idle_violation["message"]
     assert report["result"] == "failed"
