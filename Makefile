@@ -140,7 +140,7 @@ molecule: collection
 # command: `make demo` on its own lab, in this checkout; sanity and lint run after it has finished, in a checkout the
 # demo has written to, exactly as after `make demo` (the demo's files breaking sanity cannot come back unnoticed).
 # The 2-core CI machine has 90 min, and one integration session alone took 64 min, so stages that do not share
-# anything run side by side (docs/testing.md): the demo beside the unit tests, the labs of one integration stream
+# anything run side by side (docs/lab.md): the demo beside the unit tests, the labs of one integration stream
 # beside sanity and lint, and the integration suite as two pytest sessions on two lab sets
 # (tests/integration/run_streams.sh). Lines of a stage running in the background carry its name in brackets.
 TEST_LAB_DIR     := $(CURDIR)/.lab-test

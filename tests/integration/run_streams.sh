@@ -10,12 +10,13 @@
 #
 # Why: one session kept the 2-core CI machine about 80 % busy for 64 min (the tests mostly wait on controllers),
 # which with the stages before it no longer fitted CI's 90 min (stop 35's CI timed out in the integration stage).
-# Two sessions use the idle time; docs/testing.md has the figures.
+# Two sessions use the idle time.
 #
 # Which file runs where: a file that uses the variant lab's fixtures runs in "openshift", one that uses the workers or
 # the v1beta1 lab in "kubernetes" (read from the file, so a new test lands in the right stream); the main-lab-only
 # files named in OPENSHIFT_BALANCE join "openshift" to even out the wall time (measured per file, single session:
 # openshift-bound files 853 s, the rest 2,981 s); every other file runs in "kubernetes".
+# docs/lab.md ("make demo, then make test") has the measured times.
 # A file in the wrong stream does not pass silently: the other stream's lab variables point nowhere, so its fixtures
 # fail (GPUAAS_INTEGRATION_NO_SKIP=1 turns a skip into a failure).
 #
@@ -60,12 +61,12 @@ run_stream() { # NAME LAB_DIR VARIANT WORKER WORKER2 V1BETA1 FILES...
   (
     # shellcheck disable=SC1091
     source "$lab/env" || exit 2
-    export PATH="$REPO/.venv/bin:$PATH" PYTHONPATH="$COLL_ROOT" GPUAAS_INTEGRATION_NO_SKIP=1 LAB_VARIANT_DIR="$variant" \
-      GPUAAS_WORKER_LAB_DIR="$worker" GPUAAS_WORKER2_LAB_DIR="$worker2" GPUAAS_V1BETA1_LAB_DIR="$v1beta1"
     cd "$REPO" || exit 2
     # own basetemp (pytest removes old numbered temp dirs), no shared .pytest_cache
     # shellcheck disable=SC2086
-    "$PY" -m pytest -q -p no:cacheprovider --basetemp="$REPO/.pytest-tmp-$name" --durations=15 "$@" ${PYTEST_ARGS:-}
+    env PATH="$REPO/.venv/bin:$PATH" PYTHONPATH="$COLL_ROOT" GPUAAS_INTEGRATION_NO_SKIP=1 LAB_VARIANT_DIR="$variant" \
+      GPUAAS_WORKER_LAB_DIR="$worker" GPUAAS_WORKER2_LAB_DIR="$worker2" GPUAAS_V1BETA1_LAB_DIR="$v1beta1" \
+      "$PY" -m pytest -q -p no:cacheprovider --basetemp="$REPO/.pytest-tmp-$name" --durations=15 "$@" ${PYTEST_ARGS:-}
   ) 2>&1 | sed -u "s/^/[$name] /"
 }
 
