@@ -133,38 +133,35 @@ molecule: collection
 
 # The whole suite. Every stage runs even when an earlier one failed (CI shows all problems at once); the exit
 # status is non-zero if any stage failed.
-# It runs on labs of its own (.lab-test ports +300, .lab-test-b +650, .lab-test-variant +400, .lab-test-worker +500,
+# It runs on labs of its own (.lab-test ports +300, .lab-test-variant +400, .lab-test-worker +500,
 # .lab-test-worker2 +550, .lab-test-v1beta1 +350, .lab-test-demo +600), started fresh
 # and torn down at the end: the lab `make demo` / `make lab-up` started (.lab) is never touched, whatever state
 # you left it in, and no state of yours can fail a test (issue 20). Its first stage is the newcomer's first
 # command: `make demo` on its own lab, in this checkout; sanity and lint run after it has finished, in a checkout the
 # demo has written to, exactly as after `make demo` (the demo's files breaking sanity cannot come back unnoticed).
-# The 2-core CI machine has 90 min, and one integration session alone took 64 min, so stages that do not share
-# anything run side by side (docs/lab.md): the demo beside the unit tests, the labs of one integration stream
-# beside sanity and lint, and the integration suite as two pytest sessions on two lab sets
-# (tests/integration/run_streams.sh). Lines of a stage running in the background carry its name in brackets.
+# The 2-core CI machine has 90 min and one integration session takes about an hour, so (docs/lab.md): the demo runs
+# beside the unit tests, two labs come up beside sanity and lint, and the integration suite runs in two phases
+# (tests/integration/run_phases.sh) so that the labs only a few files use are stopped for the rest. Lines of a stage
+# running in the background carry its name in brackets.
 TEST_LAB_DIR     := $(CURDIR)/.lab-test
-TEST_LAB_B_DIR   := $(CURDIR)/.lab-test-b
 TEST_VARIANT_DIR := $(CURDIR)/.lab-test-variant
 TEST_WORKER_DIR  := $(CURDIR)/.lab-test-worker
 TEST_WORKER2_DIR := $(CURDIR)/.lab-test-worker2
 TEST_V1BETA1_DIR := $(CURDIR)/.lab-test-v1beta1
 TEST_DEMO_DIR    := $(CURDIR)/.lab-test-demo
 TEST_LAB_OFFSET  := 300
-TEST_LAB_B_OFFSET := 650
 TEST_DEMO_OFFSET := 600
 TEST_LAB_VARS := LAB_DIR=$(TEST_LAB_DIR) LAB_PORT_OFFSET=$(TEST_LAB_OFFSET) LAB_VARIANT_DIR=$(TEST_VARIANT_DIR) LAB_WORKER_DIR=$(TEST_WORKER_DIR) LAB_WORKER2_DIR=$(TEST_WORKER2_DIR) LAB_V1BETA1_DIR=$(TEST_V1BETA1_DIR)
 # Controllers that integration suites start on the running lab themselves (lab.sh component NAME up), so `lab-up`
 # does not build them; on a fresh machine `make test` builds them once here (KubeRay 3.5 min, the training operator
 # 37 min wall measured at load 15-31, 4 min CPU), later runs find them in the cache.
 SUITE_COMPONENTS := kuberay training_operator
-# The integration suite on the make-test labs: stream "kubernetes" on .lab-test + workers + v1beta1, stream
-# "openshift" on .lab-test-b + the variant lab.
-integration-streams: collection
-	@STREAM_A_LAB_DIR=$(TEST_LAB_DIR) STREAM_B_LAB_DIR=$(TEST_LAB_B_DIR) LAB_VARIANT_DIR=$(TEST_VARIANT_DIR) \
-	  GPUAAS_WORKER_LAB_DIR=$(TEST_WORKER_DIR) GPUAAS_WORKER2_LAB_DIR=$(TEST_WORKER2_DIR) \
-	  GPUAAS_V1BETA1_LAB_DIR=$(TEST_V1BETA1_DIR) COLL_ROOT=$(COLL_ROOT) PY=$(CURDIR)/$(PY) \
-	  PYTEST_ARGS="$(PYTEST_ARGS)" bash tests/integration/run_streams.sh
+# The integration suite on the labs you name (LAB_DIR, LAB_VARIANT_DIR, LAB_WORKER_DIR, LAB_WORKER2_DIR,
+# LAB_V1BETA1_DIR) in two phases; it stops the four labs beside the main one after the first phase.
+integration-phases: collection
+	@LAB_DIR=$(LAB_DIR) LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) GPUAAS_WORKER_LAB_DIR=$(LAB_WORKER_DIR) \
+	  GPUAAS_WORKER2_LAB_DIR=$(LAB_WORKER2_DIR) GPUAAS_V1BETA1_LAB_DIR=$(LAB_V1BETA1_DIR) COLL_ROOT=$(COLL_ROOT) \
+	  PY=$(CURDIR)/$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" bash tests/integration/run_phases.sh
 
 TEST_LABS_DOWN := lab-v1beta1-down lab-worker2-down lab-worker-down lab-variant-down lab-down
 test: venv
@@ -179,21 +176,19 @@ test: venv
 	  stage "lab/lab.sh build $(SUITE_COMPONENTS) (controllers the integration suites start themselves; cached after the first build)"; \
 	  bash lab/lab.sh build $(SUITE_COMPONENTS) || failed="$$failed lab-build-suite-components"; \
 	  $(MAKE) --no-print-directory $(TEST_LABS_DOWN) $(TEST_LAB_VARS) >/dev/null 2>&1; \
-	  LAB_DIR=$(TEST_LAB_B_DIR) bash lab/lab.sh down >/dev/null 2>&1; \
-	  stage "labs of the openshift stream (fresh: $(TEST_LAB_B_DIR) +$(TEST_LAB_B_OFFSET), $(TEST_VARIANT_DIR) +$$(( $(TEST_LAB_OFFSET) + 100 )), $(TEST_V1BETA1_DIR) +$$(( $(TEST_LAB_OFFSET) + 50 ))) beside make sanity, make lint"; \
-	  ( set -o pipefail; { $(MAKE) --no-print-directory lab-up LAB_DIR=$(TEST_LAB_B_DIR) LAB_PORT_OFFSET=$(TEST_LAB_B_OFFSET) && $(MAKE) --no-print-directory lab-variant-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-v1beta1-up $(TEST_LAB_VARS); } 2>&1 | sed -u 's/^/[labs-openshift] /' ) & labs_pid=$$!; \
+	  stage "labs (fresh: $(TEST_VARIANT_DIR) +$$(( $(TEST_LAB_OFFSET) + 100 )), $(TEST_V1BETA1_DIR) +$$(( $(TEST_LAB_OFFSET) + 50 ))) beside make sanity, make lint"; \
+	  ( set -o pipefail; { $(MAKE) --no-print-directory lab-variant-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-v1beta1-up $(TEST_LAB_VARS); } 2>&1 | sed -u 's/^/[labs] /' ) & labs_pid=$$!; \
 	  for s in sanity lint; do stage "make $$s"; $(MAKE) --no-print-directory $$s || failed="$$failed $$s"; done; \
-	  stage "labs of the kubernetes stream (fresh: $(TEST_LAB_DIR) +$(TEST_LAB_OFFSET), $(TEST_WORKER_DIR) +$$(( $(TEST_LAB_OFFSET) + 200 )), $(TEST_WORKER2_DIR) +$$(( $(TEST_LAB_OFFSET) + 250 )))"; \
+	  stage "labs (fresh: $(TEST_LAB_DIR) +$(TEST_LAB_OFFSET), $(TEST_WORKER_DIR) +$$(( $(TEST_LAB_OFFSET) + 200 )), $(TEST_WORKER2_DIR) +$$(( $(TEST_LAB_OFFSET) + 250 )))"; \
 	  labs_ok=1; \
 	  $(MAKE) --no-print-directory lab-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-worker-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-worker2-up $(TEST_LAB_VARS) || labs_ok=0; \
 	  wait $$labs_pid || labs_ok=0; \
 	  if [ $$labs_ok = 1 ]; then \
-	    stage "make integration-streams"; $(MAKE) --no-print-directory -o collection integration-streams || failed="$$failed integration"; \
+	    stage "make integration-phases"; $(MAKE) --no-print-directory -o collection integration-phases $(TEST_LAB_VARS) || failed="$$failed integration"; \
 	    stage "make molecule"; $(MAKE) --no-print-directory -o collection molecule $(TEST_LAB_VARS) || failed="$$failed molecule"; \
 	  else failed="$$failed lab-up"; fi; \
 	  stage "labs down"; \
 	  for t in $(TEST_LABS_DOWN); do $(MAKE) --no-print-directory $$t $(TEST_LAB_VARS) || failed="$$failed $$t"; done; \
-	  LAB_DIR=$(TEST_LAB_B_DIR) bash lab/lab.sh down || failed="$$failed lab-b-down"; \
 	  stage "done"; \
 	  if [ -n "$$failed" ]; then echo "=== FAILED stages:$$failed"; exit 1; fi; echo "=== all stages passed"
 
