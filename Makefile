@@ -122,8 +122,10 @@ lint: venv
 unit: collection
 	PYTHONPATH=$(COLL_ROOT) $(PY) -m pytest -q tests/unit
 
+# INTEGRATION_TESTS: the files or directories to run (tests/integration/run_phases.sh names its phases' files).
+INTEGRATION_TESTS ?= tests/integration
 integration: collection
-	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) GPUAAS_WORKER_LAB_DIR=$(LAB_WORKER_DIR) GPUAAS_WORKER2_LAB_DIR=$(LAB_WORKER2_DIR) GPUAAS_V1BETA1_LAB_DIR=$(LAB_V1BETA1_DIR) PYTHONPATH=$(COLL_ROOT) && GPUAAS_INTEGRATION_NO_SKIP=1 $(PY) -m pytest -q --durations=30 tests/integration $(PYTEST_ARGS)
+	source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) GPUAAS_WORKER_LAB_DIR=$(LAB_WORKER_DIR) GPUAAS_WORKER2_LAB_DIR=$(LAB_WORKER2_DIR) GPUAAS_V1BETA1_LAB_DIR=$(LAB_V1BETA1_DIR) PYTHONPATH=$(COLL_ROOT) && GPUAAS_INTEGRATION_NO_SKIP=1 $(PY) -m pytest -q --durations=30 $(INTEGRATION_TESTS) $(PYTEST_ARGS)
 
 molecule: collection
 	@source $(LAB_ENV) && export PATH=$(CURDIR)/$(VENV)/bin:$$PATH && failed=""; \
@@ -159,9 +161,9 @@ SUITE_COMPONENTS := kuberay training_operator
 # The integration suite on the labs you name (LAB_DIR, LAB_VARIANT_DIR, LAB_WORKER_DIR, LAB_WORKER2_DIR,
 # LAB_V1BETA1_DIR) in two phases; it stops the four labs beside the main one after the first phase.
 integration-phases: collection
-	@LAB_DIR=$(LAB_DIR) LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) GPUAAS_WORKER_LAB_DIR=$(LAB_WORKER_DIR) \
-	  GPUAAS_WORKER2_LAB_DIR=$(LAB_WORKER2_DIR) GPUAAS_V1BETA1_LAB_DIR=$(LAB_V1BETA1_DIR) COLL_ROOT=$(COLL_ROOT) \
-	  PY=$(CURDIR)/$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" bash tests/integration/run_phases.sh
+	@LAB_DIR=$(LAB_DIR) LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) LAB_WORKER_DIR=$(LAB_WORKER_DIR) \
+	  LAB_WORKER2_DIR=$(LAB_WORKER2_DIR) LAB_V1BETA1_DIR=$(LAB_V1BETA1_DIR) PYTEST_ARGS="$(PYTEST_ARGS)" \
+	  bash tests/integration/run_phases.sh
 
 TEST_LABS_DOWN := lab-v1beta1-down lab-worker2-down lab-worker-down lab-variant-down lab-down
 test: venv

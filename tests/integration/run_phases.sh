@@ -16,13 +16,12 @@
 # A file in the wrong phase does not pass silently: in the main-lab phase the other labs' variables point to a
 # directory that does not exist, so their fixtures fail (GPUAAS_INTEGRATION_NO_SKIP=1 turns a skip into a failure).
 #
-# Usage: run_phases.sh  (environment: LAB_DIR (the main lab), LAB_VARIANT_DIR, GPUAAS_WORKER_LAB_DIR,
-#        GPUAAS_WORKER2_LAB_DIR, GPUAAS_V1BETA1_LAB_DIR, COLL_ROOT, PY; PYTEST_ARGS is passed to both phases)
+# Usage: run_phases.sh  (environment: LAB_DIR (the main lab), LAB_VARIANT_DIR, LAB_WORKER_DIR, LAB_WORKER2_DIR,
+#        LAB_V1BETA1_DIR; PYTEST_ARGS is passed to both phases). Each phase is `make integration` on its files.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-: "${LAB_DIR:?}" "${LAB_VARIANT_DIR:?}" "${GPUAAS_WORKER_LAB_DIR:?}" "${GPUAAS_WORKER2_LAB_DIR:?}" \
-  "${GPUAAS_V1BETA1_LAB_DIR:?}" "${COLL_ROOT:?}" "${PY:?}"
+: "${LAB_DIR:?}" "${LAB_VARIANT_DIR:?}" "${LAB_WORKER_DIR:?}" "${LAB_WORKER2_DIR:?}" "${LAB_V1BETA1_DIR:?}"
 NOWHERE=/nonexistent/lab-stopped-before-this-phase
 
 beside=() main=()
@@ -35,27 +34,21 @@ for f in "$HERE"/test_*.py; do
 done
 
 run_phase() { # NAME VARIANT WORKER WORKER2 V1BETA1 FILES...
-  local name=$1 variant=$2 worker=$3 worker2=$4 v1beta1=$5 start; shift 5
+  local name=$1 variant=$2 worker=$3 worker2=$4 v1beta1=$5 start rc; shift 5
   start=$(date +%s)
   echo "=== integration phase $name: $# files"
-  (
-    # shellcheck disable=SC1091
-    source "$LAB_DIR/env" || exit 2
-    cd "$REPO" || exit 2
-    # shellcheck disable=SC2086
-    env PATH="$REPO/.venv/bin:$PATH" PYTHONPATH="$COLL_ROOT" GPUAAS_INTEGRATION_NO_SKIP=1 LAB_VARIANT_DIR="$variant" \
-      GPUAAS_WORKER_LAB_DIR="$worker" GPUAAS_WORKER2_LAB_DIR="$worker2" GPUAAS_V1BETA1_LAB_DIR="$v1beta1" \
-      "$PY" -m pytest -q --durations=20 "$@" ${PYTEST_ARGS:-}
-  )
-  local rc=$?
+  make -C "$REPO" --no-print-directory -o collection integration LAB_DIR="$LAB_DIR" LAB_VARIANT_DIR="$variant" \
+    LAB_WORKER_DIR="$worker" LAB_WORKER2_DIR="$worker2" LAB_V1BETA1_DIR="$v1beta1" INTEGRATION_TESTS="$*" \
+    PYTEST_ARGS="${PYTEST_ARGS:-}"
+  rc=$?
   echo "=== integration phase $name: rc $rc after $(( $(date +%s) - start ))s"
   return $rc
 }
 
 rc=0
-run_phase beside-labs "$LAB_VARIANT_DIR" "$GPUAAS_WORKER_LAB_DIR" "$GPUAAS_WORKER2_LAB_DIR" "$GPUAAS_V1BETA1_LAB_DIR" \
+run_phase beside-labs "$LAB_VARIANT_DIR" "$LAB_WORKER_DIR" "$LAB_WORKER2_DIR" "$LAB_V1BETA1_DIR" \
   "${beside[@]}" || rc=1
-for d in "$LAB_VARIANT_DIR" "$GPUAAS_WORKER_LAB_DIR" "$GPUAAS_WORKER2_LAB_DIR" "$GPUAAS_V1BETA1_LAB_DIR"; do
+for d in "$LAB_VARIANT_DIR" "$LAB_WORKER_DIR" "$LAB_WORKER2_DIR" "$LAB_V1BETA1_DIR"; do
   LAB_DIR=$d bash "$REPO/lab/lab.sh" down >/dev/null || { echo "run_phases.sh: could not stop the lab in $d" >&2; rc=1; }
 done
 run_phase main-lab "$NOWHERE" "$NOWHERE" "$NOWHERE" "$NOWHERE" "${main[@]}" || rc=1
