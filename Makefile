@@ -17,6 +17,9 @@ LAB_VARIANT_DIR ?= $(CURDIR)/.lab-variant
 LAB_WORKER_DIR ?= $(CURDIR)/.lab-worker
 LAB_WORKER2_DIR ?= $(CURDIR)/.lab-worker2
 LAB_V1BETA1_DIR ?= $(CURDIR)/.lab-v1beta1
+# The lab make integration-phases brings up for the second stream of its second phase (and stops after it).
+LAB_SECOND_DIR ?= $(CURDIR)/.lab-second
+LAB_SECOND_OFFSET ?= 150
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(CURDIR)/$(VENV)/lib/python3.12/site-packages:$(CURDIR)/$(VENV)/lib/python3.13/site-packages
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
@@ -151,19 +154,23 @@ TEST_WORKER_DIR  := $(CURDIR)/.lab-test-worker
 TEST_WORKER2_DIR := $(CURDIR)/.lab-test-worker2
 TEST_V1BETA1_DIR := $(CURDIR)/.lab-test-v1beta1
 TEST_DEMO_DIR    := $(CURDIR)/.lab-test-demo
+TEST_SECOND_DIR  := $(CURDIR)/.lab-test-second
 TEST_LAB_OFFSET  := 300
 TEST_DEMO_OFFSET := 600
-TEST_LAB_VARS := LAB_DIR=$(TEST_LAB_DIR) LAB_PORT_OFFSET=$(TEST_LAB_OFFSET) LAB_VARIANT_DIR=$(TEST_VARIANT_DIR) LAB_WORKER_DIR=$(TEST_WORKER_DIR) LAB_WORKER2_DIR=$(TEST_WORKER2_DIR) LAB_V1BETA1_DIR=$(TEST_V1BETA1_DIR)
+TEST_SECOND_OFFSET := 450
+TEST_LAB_VARS := LAB_DIR=$(TEST_LAB_DIR) LAB_PORT_OFFSET=$(TEST_LAB_OFFSET) LAB_VARIANT_DIR=$(TEST_VARIANT_DIR) LAB_WORKER_DIR=$(TEST_WORKER_DIR) LAB_WORKER2_DIR=$(TEST_WORKER2_DIR) LAB_V1BETA1_DIR=$(TEST_V1BETA1_DIR) LAB_SECOND_DIR=$(TEST_SECOND_DIR) LAB_SECOND_OFFSET=$(TEST_SECOND_OFFSET)
 # Controllers that integration suites start on the running lab themselves (lab.sh component NAME up), so `lab-up`
 # does not build them; on a fresh machine `make test` builds them once here (KubeRay 3.5 min, the training operator
 # 37 min wall measured at load 15-31, 4 min CPU), later runs find them in the cache.
 SUITE_COMPONENTS := kuberay training_operator
 # The integration suite on the labs you name (LAB_DIR, LAB_VARIANT_DIR, LAB_WORKER_DIR, LAB_WORKER2_DIR,
-# LAB_V1BETA1_DIR) in two phases; it stops the four labs beside the main one after the first phase.
+# LAB_V1BETA1_DIR) in two phases; it stops the four labs beside the main one after the first phase, and runs the
+# second phase in two streams: on the main lab and on a second lab it starts (LAB_SECOND_DIR, ports
+# +LAB_SECOND_OFFSET) and stops.
 integration-phases: collection
 	@LAB_DIR=$(LAB_DIR) LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) LAB_WORKER_DIR=$(LAB_WORKER_DIR) \
-	  LAB_WORKER2_DIR=$(LAB_WORKER2_DIR) LAB_V1BETA1_DIR=$(LAB_V1BETA1_DIR) PYTEST_ARGS="$(PYTEST_ARGS)" \
-	  bash tests/integration/run_phases.sh
+	  LAB_WORKER2_DIR=$(LAB_WORKER2_DIR) LAB_V1BETA1_DIR=$(LAB_V1BETA1_DIR) LAB_SECOND_DIR=$(LAB_SECOND_DIR) \
+	  LAB_SECOND_OFFSET=$(LAB_SECOND_OFFSET) PYTEST_ARGS="$(PYTEST_ARGS)" bash tests/integration/run_phases.sh
 
 TEST_LABS_DOWN := lab-v1beta1-down lab-worker2-down lab-worker-down lab-variant-down lab-down
 test: venv
@@ -191,6 +198,7 @@ test: venv
 	  else failed="$$failed lab-up"; fi; \
 	  stage "labs down"; \
 	  for t in $(TEST_LABS_DOWN); do $(MAKE) --no-print-directory $$t $(TEST_LAB_VARS) || failed="$$failed $$t"; done; \
+	  LAB_DIR=$(TEST_SECOND_DIR) bash lab/lab.sh down || failed="$$failed second-lab-down"; \
 	  stage "done"; \
 	  if [ -n "$$failed" ]; then echo "=== FAILED stages:$$failed"; exit 1; fi; echo "=== all stages passed"
 

@@ -2,54 +2,98 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 #
 # The integration suite as `make test` runs it: in two phases, so that the labs only a few files use are not left
-# running through the whole suite.
+# running through the whole suite, and the second phase in two streams on two labs.
 #
 #   phase "beside-labs": every file that uses the OpenShift-flavoured variant lab, a MultiKueue worker or the
 #                        Kueue-v1beta1 lab (read from the file), with every lab up;
-#   then those four labs are stopped;
-#   phase "main-lab":    every other file, with only the main lab up.
+#   then those four labs are stopped and a second lab like the main one comes up (LAB_SECOND_DIR);
+#   phase "main-labs":   every other file, in two pytest sessions side by side: stream "main-lab" on the main lab,
+#                        stream "second-lab" (the files named in SECOND_LAB_FILES) on the second lab.
 #
-# Why: CI has 90 min on 2 cores and one pytest session over all files took 64 min on a quiet machine, the CPU 70-97 %
-# busy; the five labs idle use 47 % of one core (docs/lab.md). Two sessions side by side on two lab sets were
-# measured too and were slower (the cores were already busy), so the suite stays one session at a time and the
-# labs nobody uses are stopped instead.
-# A file in the wrong phase does not pass silently: in the main-lab phase the other labs' variables point to a
+# Why: CI has 90 min on 2 cores. One pytest session over all files took 64 min on a quiet machine; with the phases
+# CI of stop 36 took 82 min in all, and its second phase (only the main lab up) left the CPU about 40 % idle: those
+# tests mostly wait (for Kueue, KEDA, Prometheus windows, the scheduler), so a second session on its own lab fills
+# the idle time. At most five labs run at any time (two streams beside all five labs were measured slower, stop 36).
+# A file in the wrong phase does not pass silently: in the second phase the stopped labs' variables point to a
 # directory that does not exist, so their fixtures fail (GPUAAS_INTEGRATION_NO_SKIP=1 turns a skip into a failure).
+# Every file still runs against a lab of its own session: the two labs share nothing but the machine.
 #
 # Usage: run_phases.sh  (environment: LAB_DIR (the main lab), LAB_VARIANT_DIR, LAB_WORKER_DIR, LAB_WORKER2_DIR,
-#        LAB_V1BETA1_DIR; PYTEST_ARGS is passed to both phases). Each phase is `make integration` on its files.
+#        LAB_V1BETA1_DIR, LAB_SECOND_DIR and LAB_SECOND_OFFSET (its ports); PYTEST_ARGS is passed to every session).
+#        Each session is `make integration` on its files; a stream's lines carry its name in brackets, and the
+#        FAILED/ERROR lines of both streams are repeated together at the end.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 : "${LAB_DIR:?}" "${LAB_VARIANT_DIR:?}" "${LAB_WORKER_DIR:?}" "${LAB_WORKER2_DIR:?}" "${LAB_V1BETA1_DIR:?}"
+: "${LAB_SECOND_DIR:?}" "${LAB_SECOND_OFFSET:?}"
 NOWHERE=/nonexistent/lab-stopped-before-this-phase
 
-beside=() main=()
+# The second lab's share of the second phase, chosen from the per-file times of one whole session (stop 36, junit
+# on a quiet machine) so both streams take about 20 min of that session's time: a file not named here runs in the
+# main-lab stream.
+SECOND_LAB_FILES=" test_ray_idle_reclaim.py test_node_pools.py test_safe_operation.py test_fair_sharing_scenarios.py
+  test_notebook_idle_reclaim.py test_lab_controllers.py test_isolation.py test_training_workloads.py test_brownfield.py
+  test_department_budgets.py test_secrets_never_logged.py test_run_lock_clock_skew.py test_workload_kinds.py "
+
+beside=() main=() second=()
 for f in "$HERE"/test_*.py; do
   if grep -qE 'variant_(lab|kube|run_playbook|audit)|worker_lab|worker2_lab|worker_kube|worker2_kube|GPUAAS_V1BETA1_LAB_DIR' "$f"; then
     beside+=("$f")
+  elif [[ "$SECOND_LAB_FILES" == *" $(basename "$f")"[[:space:]]* ]]; then
+    second+=("$f")
   else
     main+=("$f")
   fi
 done
 
-run_phase() { # NAME VARIANT WORKER WORKER2 V1BETA1 FILES...
-  local name=$1 variant=$2 worker=$3 worker2=$4 v1beta1=$5 start rc; shift 5
+for name in $SECOND_LAB_FILES; do  # a renamed file must not leave the streams unbalanced unnoticed
+  [ -f "$HERE/$name" ] || { echo "run_phases.sh: SECOND_LAB_FILES names $name, which does not exist" >&2; exit 2; }
+done
+
+run_session() { # NAME MAIN_LAB VARIANT WORKER WORKER2 V1BETA1 FILES...
+  local name=$1 lab=$2 variant=$3 worker=$4 worker2=$5 v1beta1=$6 start rc; shift 6
   start=$(date +%s)
-  echo "=== integration phase $name: $# files"
-  make -C "$REPO" --no-print-directory -o collection integration LAB_DIR="$LAB_DIR" LAB_VARIANT_DIR="$variant" \
+  echo "=== integration $name: $# files on $lab"
+  make -C "$REPO" --no-print-directory -o collection integration LAB_DIR="$lab" LAB_VARIANT_DIR="$variant" \
     LAB_WORKER_DIR="$worker" LAB_WORKER2_DIR="$worker2" LAB_V1BETA1_DIR="$v1beta1" INTEGRATION_TESTS="$*" \
     PYTEST_ARGS="${PYTEST_ARGS:-}"
   rc=$?
-  echo "=== integration phase $name: rc $rc after $(( $(date +%s) - start ))s"
+  echo "=== integration $name: rc $rc after $(( $(date +%s) - start ))s"
   return $rc
 }
 
+# A stream of the second phase: live lines prefixed with its name, the whole output kept for the summary (pipefail:
+# the stream's status is the session's, not sed's).
+run_stream() { # NAME LOG MAIN_LAB FILES...
+  local name=$1 log=$2 lab=$3; shift 3
+  run_session "$name" "$lab" "$NOWHERE" "$NOWHERE" "$NOWHERE" "$NOWHERE" "$@" 2>&1 | tee "$log" | sed -u "s/^/[$name] /"
+}
+
 rc=0
-run_phase beside-labs "$LAB_VARIANT_DIR" "$LAB_WORKER_DIR" "$LAB_WORKER2_DIR" "$LAB_V1BETA1_DIR" \
+run_session beside-labs "$LAB_DIR" "$LAB_VARIANT_DIR" "$LAB_WORKER_DIR" "$LAB_WORKER2_DIR" "$LAB_V1BETA1_DIR" \
   "${beside[@]}" || rc=1
 for d in "$LAB_VARIANT_DIR" "$LAB_WORKER_DIR" "$LAB_WORKER2_DIR" "$LAB_V1BETA1_DIR"; do
   LAB_DIR=$d bash "$REPO/lab/lab.sh" down >/dev/null || { echo "run_phases.sh: could not stop the lab in $d" >&2; rc=1; }
 done
-run_phase main-lab "$NOWHERE" "$NOWHERE" "$NOWHERE" "$NOWHERE" "${main[@]}" || rc=1
+
+logs=$(mktemp -d)
+echo "=== integration phase main-labs: ${#main[@]} files on $LAB_DIR, ${#second[@]} on $LAB_SECOND_DIR"
+run_stream main-lab "$logs/main-lab" "$LAB_DIR" "${main[@]}" & main_pid=$!
+# the second lab comes up while the main-lab stream already runs (a lab start is mostly waiting for its components)
+second_rc=0
+( { LAB_DIR=$LAB_SECOND_DIR bash "$REPO/lab/lab.sh" down >/dev/null 2>&1
+    LAB_DIR=$LAB_SECOND_DIR LAB_PORT_OFFSET=$LAB_SECOND_OFFSET bash "$REPO/lab/lab.sh" up; } 2>&1 |
+    sed -u "s/^/[second-lab] /" ) || second_rc=1
+if [ $second_rc = 0 ]; then
+  run_stream second-lab "$logs/second-lab" "$LAB_SECOND_DIR" "${second[@]}" || rc=1
+else
+  echo "run_phases.sh: the second lab ($LAB_SECOND_DIR) did not come up: its ${#second[@]} files did not run" >&2
+  rc=1
+fi
+wait $main_pid || rc=1
+LAB_DIR=$LAB_SECOND_DIR bash "$REPO/lab/lab.sh" down >/dev/null || { echo "run_phases.sh: could not stop $LAB_SECOND_DIR" >&2; rc=1; }
+echo "=== integration phase main-labs: failures of both streams"
+grep -hE '^(FAILED|ERROR) ' "$logs"/* 2>/dev/null || echo "(none)"
+rm -rf "$logs"
 exit $rc
