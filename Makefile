@@ -146,8 +146,8 @@ molecule: collection
 # demo has written to, exactly as after `make demo` (the demo's files breaking sanity cannot come back unnoticed).
 # The 2-core CI machine has 90 min and one integration session takes about an hour, so (docs/lab.md): the demo runs
 # beside the unit tests, two labs come up beside sanity and lint, and the integration suite runs in two phases
-# (tests/integration/run_phases.sh) so that the labs only a few files use are stopped for the rest. Lines of a stage
-# running in the background carry its name in brackets.
+# (tests/integration/run_phases.sh) so that the labs only a few files use are stopped for the rest, the rest in two
+# streams on the main lab and a second lab. Lines of a stage running in the background carry its name in brackets.
 TEST_LAB_DIR     := $(CURDIR)/.lab-test
 TEST_VARIANT_DIR := $(CURDIR)/.lab-test-variant
 TEST_WORKER_DIR  := $(CURDIR)/.lab-test-worker
