@@ -139,15 +139,16 @@ molecule: collection
 # The whole suite. Every stage runs even when an earlier one failed (CI shows all problems at once); the exit
 # status is non-zero if any stage failed.
 # It runs on labs of its own (.lab-test ports +300, .lab-test-variant +400, .lab-test-worker +500,
-# .lab-test-worker2 +550, .lab-test-v1beta1 +350, .lab-test-demo +600), started fresh
+# .lab-test-worker2 +550, .lab-test-v1beta1 +350, .lab-test-second +450, .lab-test-demo +600), started fresh
 # and torn down at the end: the lab `make demo` / `make lab-up` started (.lab) is never touched, whatever state
 # you left it in, and no state of yours can fail a test (issue 20). Its first stage is the newcomer's first
 # command: `make demo` on its own lab, in this checkout; sanity and lint run after it has finished, in a checkout the
 # demo has written to, exactly as after `make demo` (the demo's files breaking sanity cannot come back unnoticed).
 # The 2-core CI machine has 90 min and one integration session takes about an hour, so (docs/lab.md): the demo runs
-# beside the unit tests, two labs come up beside sanity and lint, and the integration suite runs in two phases
-# (tests/integration/run_phases.sh) so that the labs only a few files use are stopped for the rest, the rest in two
-# streams on the main lab and a second lab. Lines of a stage running in the background carry its name in brackets.
+# beside the unit tests, the five labs come up beside sanity and lint (two chains), and the integration suite runs in
+# two phases (tests/integration/run_phases.sh) so that the labs only a few files use are stopped for the rest, the
+# rest in two streams on the main lab and a second lab. Lines of a stage running in the background carry its name in
+# brackets.
 TEST_LAB_DIR     := $(CURDIR)/.lab-test
 TEST_VARIANT_DIR := $(CURDIR)/.lab-test-variant
 TEST_WORKER_DIR  := $(CURDIR)/.lab-test-worker
@@ -164,9 +165,9 @@ TEST_LAB_VARS := LAB_DIR=$(TEST_LAB_DIR) LAB_PORT_OFFSET=$(TEST_LAB_OFFSET) LAB_
 # 37 min wall measured at load 15-31, 4 min CPU), later runs find them in the cache.
 SUITE_COMPONENTS := kuberay training_operator
 # The integration suite on the labs you name (LAB_DIR, LAB_VARIANT_DIR, LAB_WORKER_DIR, LAB_WORKER2_DIR,
-# LAB_V1BETA1_DIR) in two phases; it stops the four labs beside the main one after the first phase, and runs the
-# second phase in two streams: on the main lab and on a second lab it starts (LAB_SECOND_DIR, ports
-# +LAB_SECOND_OFFSET) and stops.
+# LAB_V1BETA1_DIR) in two phases: the files that use the labs beside the main one, group by group, each lab stopped
+# after the last group that uses it; then the other files in two streams, on the main lab and on a second lab it
+# starts (LAB_SECOND_DIR, ports +LAB_SECOND_OFFSET) and stops.
 integration-phases: collection
 	@LAB_DIR=$(LAB_DIR) LAB_VARIANT_DIR=$(LAB_VARIANT_DIR) LAB_WORKER_DIR=$(LAB_WORKER_DIR) \
 	  LAB_WORKER2_DIR=$(LAB_WORKER2_DIR) LAB_V1BETA1_DIR=$(LAB_V1BETA1_DIR) LAB_SECOND_DIR=$(LAB_SECOND_DIR) \
@@ -185,13 +186,14 @@ test: venv
 	  stage "lab/lab.sh build $(SUITE_COMPONENTS) (controllers the integration suites start themselves; cached after the first build)"; \
 	  bash lab/lab.sh build $(SUITE_COMPONENTS) || failed="$$failed lab-build-suite-components"; \
 	  $(MAKE) --no-print-directory $(TEST_LABS_DOWN) $(TEST_LAB_VARS) >/dev/null 2>&1; \
-	  stage "labs (fresh: $(TEST_VARIANT_DIR) +$$(( $(TEST_LAB_OFFSET) + 100 )), $(TEST_V1BETA1_DIR) +$$(( $(TEST_LAB_OFFSET) + 50 ))) beside make sanity, make lint"; \
-	  ( set -o pipefail; { $(MAKE) --no-print-directory lab-variant-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-v1beta1-up $(TEST_LAB_VARS); } 2>&1 | sed -u 's/^/[labs] /' ) & labs_pid=$$!; \
+	  stage "labs (fresh: $(TEST_VARIANT_DIR) +$$(( $(TEST_LAB_OFFSET) + 100 )), $(TEST_V1BETA1_DIR) +$$(( $(TEST_LAB_OFFSET) + 50 )), $(TEST_LAB_DIR) +$(TEST_LAB_OFFSET); $(TEST_WORKER_DIR) +$$(( $(TEST_LAB_OFFSET) + 200 )), $(TEST_WORKER2_DIR) +$$(( $(TEST_LAB_OFFSET) + 250 ))) beside make sanity, make lint"; \
+	  ( set -o pipefail; { $(MAKE) --no-print-directory lab-variant-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-v1beta1-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-up $(TEST_LAB_VARS); } 2>&1 | sed -u 's/^/[labs] /' ) & labs_pid=$$!; \
+	  ( set -o pipefail; { $(MAKE) --no-print-directory lab-worker-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-worker2-up $(TEST_LAB_VARS); } 2>&1 | sed -u 's/^/[workers] /' ) & workers_pid=$$!; \
 	  for s in sanity lint; do stage "make $$s"; $(MAKE) --no-print-directory $$s || failed="$$failed $$s"; done; \
-	  stage "labs (fresh: $(TEST_LAB_DIR) +$(TEST_LAB_OFFSET), $(TEST_WORKER_DIR) +$$(( $(TEST_LAB_OFFSET) + 200 )), $(TEST_WORKER2_DIR) +$$(( $(TEST_LAB_OFFSET) + 250 )))"; \
+	  stage "waiting for the labs"; \
 	  labs_ok=1; \
-	  $(MAKE) --no-print-directory lab-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-worker-up $(TEST_LAB_VARS) && $(MAKE) --no-print-directory lab-worker2-up $(TEST_LAB_VARS) || labs_ok=0; \
 	  wait $$labs_pid || labs_ok=0; \
+	  wait $$workers_pid || labs_ok=0; \
 	  if [ $$labs_ok = 1 ]; then \
 	    stage "make integration-phases"; $(MAKE) --no-print-directory -o collection integration-phases $(TEST_LAB_VARS) || failed="$$failed integration"; \
 	    stage "make molecule"; $(MAKE) --no-print-directory -o collection molecule $(TEST_LAB_VARS) || failed="$$failed molecule"; \

@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 #
-# The integration suite as `make test` runs it: in two phases, so that the labs only a few files use are not left
-# running through the whole suite, and the second phase in two streams on two labs.
+# The integration suite as `make test` runs it: in two phases, so that a lab is stopped as soon as the last file that
+# uses it has run, and the second phase in two streams on two labs.
 #
-#   phase "beside-labs": every file that uses the OpenShift-flavoured variant lab, a MultiKueue worker or the
-#                        Kueue-v1beta1 lab (read from the file), with every lab up;
-#   then those four labs are stopped and a second lab like the main one comes up (LAB_SECOND_DIR);
-#   phase "main-labs":   every other file, in two pytest sessions side by side: stream "main-lab" on the main lab,
-#                        stream "second-lab" (the files named in SECOND_LAB_FILES) on the second lab.
+#   phase 1, one pytest session per group of files, each group read from the files' fixtures:
+#     "workers": the files that use a MultiKueue worker lab (every lab up), then the two workers are stopped;
+#     "v1beta1": the files that use the Kueue-v1beta1 lab, then it is stopped;
+#     "variant": the files that use the OpenShift-flavoured variant lab, then it is stopped;
+#   phase 2, "main-labs": every other file, in two pytest sessions side by side: stream "main-lab" on the main lab,
+#     stream "second-lab" (the files named in SECOND_LAB_FILES) on a second lab like the main one (LAB_SECOND_DIR),
+#     started when phase 1 ends and stopped after its stream.
 #
-# Why: CI has 90 min on 2 cores. One pytest session over all files took 64 min on a quiet machine; with the phases
-# CI of stop 36 took 82 min in all, and its second phase (only the main lab up) left the CPU about 40 % idle: those
-# tests mostly wait (for Kueue, KEDA, Prometheus windows, the scheduler), so a second session on its own lab fills
-# the idle time. At most five labs run at any time (two streams beside all five labs were measured slower, stop 36).
-# A file in the wrong phase does not pass silently: in the second phase the stopped labs' variables point to a
-# directory that does not exist, so their fixtures fail (GPUAAS_INTEGRATION_NO_SKIP=1 turns a skip into a failure).
-# Every file still runs against a lab of its own session: the two labs share nothing but the machine.
+# Why: CI has 90 min on 2 cores. One pytest session over all files took 64 min on a quiet machine. Measured in stop
+# 37 (a fresh clone's `.ci/run`, on a machine about 1.45 times slower than stop 36's CI): phase 1 with every lab up
+# for all of it took 2,278 s at 91 % CPU; an idle lab costs about 0.09 of a core, so the labs a group no longer needs
+# are stopped after it. Phase 2 with only the main lab up left the CPU about 40 % idle (its tests mostly wait on
+# Kueue, KEDA, the scheduler and Prometheus windows), so a second session on its own lab fills that time: two
+# streams took 1,577 s and 1,511 s side by side at 92 % CPU. At most five labs run at any time (two sessions beside
+# all five labs were measured slower, stop 36).
+# A file in the wrong group does not pass silently: a stopped lab's variables point to a directory that does not
+# exist, so its fixtures fail (GPUAAS_INTEGRATION_NO_SKIP=1 turns a skip into a failure).
 #
 # Usage: run_phases.sh  (environment: LAB_DIR (the main lab), LAB_VARIANT_DIR, LAB_WORKER_DIR, LAB_WORKER2_DIR,
 #        LAB_V1BETA1_DIR, LAB_SECOND_DIR and LAB_SECOND_OFFSET (its ports); PYTEST_ARGS is passed to every session).
@@ -36,10 +40,14 @@ SECOND_LAB_FILES=" test_ray_idle_reclaim.py test_node_pools.py test_safe_operati
   test_notebook_idle_reclaim.py test_lab_controllers.py test_isolation.py test_training_workloads.py test_brownfield.py
   test_department_budgets.py test_secrets_never_logged.py test_run_lock_clock_skew.py test_workload_kinds.py "
 
-beside=() main=() second=()
-for f in "$HERE"/test_*.py; do
-  if grep -qE 'variant_(lab|kube|run_playbook|audit)|worker_lab|worker2_lab|worker_kube|worker2_kube|GPUAAS_V1BETA1_LAB_DIR' "$f"; then
-    beside+=("$f")
+workers_files=() v1beta1_files=() variant_files=() main=() second=()
+for f in "$HERE"/test_*.py; do  # the first lab a file needs, in the order of the groups, chooses its group
+  if grep -qE 'worker_lab|worker2_lab|worker_kube|worker2_kube' "$f"; then
+    workers_files+=("$f")
+  elif grep -qE 'GPUAAS_V1BETA1_LAB_DIR' "$f"; then
+    v1beta1_files+=("$f")
+  elif grep -qE 'variant_(lab|kube|run_playbook|audit)' "$f"; then
+    variant_files+=("$f")
   elif [[ "$SECOND_LAB_FILES" == *" $(basename "$f")"[[:space:]]* ]]; then
     second+=("$f")
   else
@@ -54,6 +62,7 @@ done
 run_session() { # NAME MAIN_LAB VARIANT WORKER WORKER2 V1BETA1 FILES...
   local name=$1 lab=$2 variant=$3 worker=$4 worker2=$5 v1beta1=$6 start rc; shift 6
   start=$(date +%s)
+  if [ $# = 0 ]; then echo "=== integration $name: no files"; return 0; fi  # (no path: pytest would take every test)
   echo "=== integration $name: $# files on $lab"
   make -C "$REPO" --no-print-directory -o collection integration LAB_DIR="$lab" LAB_VARIANT_DIR="$variant" \
     LAB_WORKER_DIR="$worker" LAB_WORKER2_DIR="$worker2" LAB_V1BETA1_DIR="$v1beta1" INTEGRATION_TESTS="$*" \
@@ -70,12 +79,21 @@ run_stream() { # NAME LOG MAIN_LAB FILES...
   run_session "$name" "$lab" "$NOWHERE" "$NOWHERE" "$NOWHERE" "$NOWHERE" "$@" 2>&1 | tee "$log" | sed -u "s/^/[$name] /"
 }
 
+stop_labs() { # DIR...: stop labs a later session does not use
+  local d
+  for d in "$@"; do
+    LAB_DIR=$d bash "$REPO/lab/lab.sh" down >/dev/null || { echo "run_phases.sh: could not stop the lab in $d" >&2; rc=1; }
+  done
+}
+
 rc=0
-run_session beside-labs "$LAB_DIR" "$LAB_VARIANT_DIR" "$LAB_WORKER_DIR" "$LAB_WORKER2_DIR" "$LAB_V1BETA1_DIR" \
-  "${beside[@]}" || rc=1
-for d in "$LAB_VARIANT_DIR" "$LAB_WORKER_DIR" "$LAB_WORKER2_DIR" "$LAB_V1BETA1_DIR"; do
-  LAB_DIR=$d bash "$REPO/lab/lab.sh" down >/dev/null || { echo "run_phases.sh: could not stop the lab in $d" >&2; rc=1; }
-done
+run_session workers "$LAB_DIR" "$LAB_VARIANT_DIR" "$LAB_WORKER_DIR" "$LAB_WORKER2_DIR" "$LAB_V1BETA1_DIR" \
+  "${workers_files[@]}" || rc=1
+stop_labs "$LAB_WORKER_DIR" "$LAB_WORKER2_DIR"
+run_session v1beta1 "$LAB_DIR" "$LAB_VARIANT_DIR" "$NOWHERE" "$NOWHERE" "$LAB_V1BETA1_DIR" "${v1beta1_files[@]}" || rc=1
+stop_labs "$LAB_V1BETA1_DIR"
+run_session variant "$LAB_DIR" "$LAB_VARIANT_DIR" "$NOWHERE" "$NOWHERE" "$NOWHERE" "${variant_files[@]}" || rc=1
+stop_labs "$LAB_VARIANT_DIR"
 
 logs=$(mktemp -d)
 echo "=== integration phase main-labs: ${#main[@]} files on $LAB_DIR, ${#second[@]} on $LAB_SECOND_DIR"
