@@ -43,6 +43,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuaas.platform.plugins.module_utils.kube.ownership import OWNED_SELECTOR
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "production.md"
@@ -167,11 +168,10 @@ def kubectl(lab, *args: str, check: bool = False) -> subprocess.CompletedProcess
 # tenant reader role): the walkthrough's cleanup removes those the collection labelled as its own that were not there
 # before the test. Left behind, the admission policies fenced the main lab for every later test file (CI of stop 36:
 # test_autoscaling's StatefulSet and test_awx_runner's namespace labels refused after this file had run).
-OWNED = {kind: "app.kubernetes.io/managed-by=gpuaas.platform" for kind in (
-    "validatingadmissionpolicies.admissionregistration.k8s.io",
-    "validatingadmissionpolicybindings.admissionregistration.k8s.io",
-    "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
-    "clustertriggerauthentications.keda.sh")}
+OWNED_KINDS = ("validatingadmissionpolicies.admissionregistration.k8s.io",
+               "validatingadmissionpolicybindings.admissionregistration.k8s.io",
+               "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
+               "clustertriggerauthentications.keda.sh")
 
 
 def names(lab, resource: str, selector: str | None = None) -> set[str]:
@@ -211,7 +211,7 @@ def cleanup(lab, inventory: Path | None, run_playbook, before: dict[str, set[str
             if name.startswith("gpuaas-tenant-" + PREFIX):
                 kubectl(lab, "delete", resource, name, "--ignore-not-found")
     for resource, existed in before.items():  # shared objects the walkthrough added (flavors, policies...)
-        for name in names(lab, resource, OWNED.get(resource)) - existed:
+        for name in names(lab, resource, OWNED_SELECTOR if resource in OWNED_KINDS else None) - existed:
             kubectl(lab, "delete", resource, name, "--ignore-not-found", "--wait=false")
     kubectl(lab, "delete", "clusterrolebinding", "gpuaas-prometheus-reader", "--ignore-not-found")
     spaces = [n for n in names(lab, "namespaces") if n.startswith(PREFIX)] + [ACCOUNTS_NAMESPACE]
@@ -238,7 +238,7 @@ def test_production_walkthrough_runs_as_written(flavour, request, tmp_path):
 
     # cluster-scoped objects the walkthrough may add beside its own wt-* ones: removed afterwards if new
     shared_kinds = ("resourceflavors.kueue.x-k8s.io", "workloadpriorityclasses.kueue.x-k8s.io", "namespaces",
-                    *OWNED)
+                    *OWNED_KINDS)
     cleanup(lab, None, run_playbook, {})  # a failed earlier run's leftovers
     wait_namespaces_gone(lab)
     before = {kind: names(lab, kind) for kind in shared_kinds}
