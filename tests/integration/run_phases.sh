@@ -99,18 +99,16 @@ logs=$(mktemp -d)
 echo "=== integration phase main-labs: ${#main[@]} files on $LAB_DIR, ${#second[@]} on $LAB_SECOND_DIR"
 run_stream main-lab "$logs/main-lab" "$LAB_DIR" "${main[@]}" & main_pid=$!
 # the second lab comes up while the main-lab stream already runs (a lab start is mostly waiting for its components)
-second_rc=0
-( { LAB_DIR=$LAB_SECOND_DIR bash "$REPO/lab/lab.sh" down >/dev/null 2>&1
-    LAB_DIR=$LAB_SECOND_DIR LAB_PORT_OFFSET=$LAB_SECOND_OFFSET bash "$REPO/lab/lab.sh" up; } 2>&1 |
-    sed -u "s/^/[second-lab] /" ) || second_rc=1
-if [ $second_rc = 0 ]; then
+if { LAB_DIR=$LAB_SECOND_DIR bash "$REPO/lab/lab.sh" down >/dev/null 2>&1
+     LAB_DIR=$LAB_SECOND_DIR LAB_PORT_OFFSET=$LAB_SECOND_OFFSET bash "$REPO/lab/lab.sh" up; } 2>&1 |
+     sed -u "s/^/[second-lab] /"; then
   run_stream second-lab "$logs/second-lab" "$LAB_SECOND_DIR" "${second[@]}" || rc=1
 else
   echo "run_phases.sh: the second lab ($LAB_SECOND_DIR) did not come up: its ${#second[@]} files did not run" >&2
   rc=1
 fi
 wait $main_pid || rc=1
-LAB_DIR=$LAB_SECOND_DIR bash "$REPO/lab/lab.sh" down >/dev/null || { echo "run_phases.sh: could not stop $LAB_SECOND_DIR" >&2; rc=1; }
+stop_labs "$LAB_SECOND_DIR"
 echo "=== integration phase main-labs: failures of both streams"
 grep -hE '^(FAILED|ERROR) ' "$logs"/* 2>/dev/null || echo "(none)"
 rm -rf "$logs"
